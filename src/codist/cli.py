@@ -1,0 +1,40 @@
+"""`codist run CONFIG [--set k=v ...] --out DIR` and `codist check CONFIG [--set k=v ...]`."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import yaml
+
+from . import config as config_mod
+from .config import ConfigError
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="codist", description="codist: distributed training with distillation")
+    sub = p.add_subparsers(dest="command", required=True)
+    for name, help_ in (("run", "launch every rank of one run and wait"), ("check", "validate a config only")):
+        s = sub.add_parser(name, help=help_)
+        s.add_argument("config", help="run config (YAML)")
+        s.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a config key, e.g. --set train.steps=200 (repeatable)")
+        if name == "run":
+            s.add_argument("--out", default=None, help="run directory (default: runs/<run-id>)")
+    args = p.parse_args(argv)
+    try:
+        cfg = config_mod.load(args.config, args.overrides)
+        if args.command == "check":
+            from .launch import check_fits, resolve_device
+            check_fits(cfg, resolve_device(cfg))
+            print(yaml.safe_dump(config_mod.to_dict(cfg), sort_keys=False), end="")
+            print(f"# run id: {cfg.run_id()}  world size: {cfg.parallel.world_size}  ok")
+            return 0
+        from .launch import run
+        return run(cfg, args.out or f"runs/{cfg.run_id()}")
+    except ConfigError as e:
+        print(f"codist: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,206 @@
+"""One validated schema for a run.
+
+A run config is YAML; every section is a pydantic model with `extra="forbid"`, so an
+unknown key, a wrong type or a value out of range fails with a message naming the key,
+the value and what is allowed, before any process starts. `--set a.b=value`
+overrides are applied to the raw mapping before validation, so they are checked too.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from .workloads import WorkloadConfig
+
+
+class ConfigError(ValueError):
+    """A run config that cannot be used; the message names file, key, value and what is allowed."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AllReduceConfig(_Section):
+    """Synchronous data parallel: one model, gradients all-reduced every step (DeepSpeed engine)."""
+    name: Literal["allreduce"] = "allreduce"
+
+
+AlgorithmConfig = AllReduceConfig
+
+
+class ParallelConfig(_Section):
+    """World = models x ranks_per_model. `world_size` is the number of processes."""
+    world_size: int = Field(1, ge=1)
+    models: int = Field(1, ge=1, description="independent models (n); each gets world_size/models ranks")
+
+    @property
+    def ranks_per_model(self) -> int:
+        return self.world_size // self.models
+
+
+class LaunchConfig(_Section):
+    """How processes start. Not part of the run id: it does not change the results."""
+    launcher: Literal["deepspeed", "torchrun"] = "deepspeed"
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    threads_per_rank: int | None = Field(None, ge=1, description="default: cores // world_size")
+    master_port: int | None = Field(None, ge=1024, le=65535, description="default: a free port")
+    oversubscribe: bool = Field(False, description="allow more CPU ranks than cores (slow; wall times inflate)")
+
+
+class OptimizerConfig(_Section):
+    name: Literal["sgd", "adam", "adagrad"] = "sgd"
+    lr: float = Field(0.1, gt=0)
+    momentum: float = Field(0.9, ge=0, lt=1)
+    nesterov: bool = False
+    weight_decay: float = Field(5e-4, ge=0)
+    betas: tuple[float, float] = (0.9, 0.999)
+    grad_clip: float = Field(0.0, ge=0, description="0 disables (DeepSpeed's default would be 1.0)")
+
+
+class ScheduleConfig(_Section):
+    """Learning-rate schedule as a function of the step: linear warmup, then constant/step/cosine."""
+    name: Literal["constant", "step", "cosine"] = "constant"
+    warmup_steps: int = Field(0, ge=0)
+    milestones: list[int] = Field(default_factory=list, description="steps where lr *= gamma (name: step)")
+    gamma: float = Field(0.1, gt=0, le=1)
+
+
+class TrainConfig(_Section):
+    steps: int = Field(100, ge=1)
+    batch_per_rank: int = Field(32, ge=1)
+    eval_every: int = Field(50, ge=1, description="evaluate every this many steps (and at the last step)")
+    eval_batch: int = Field(500, ge=1)
+    save_model: bool = Field(True, description="write model_<name>.pt (state dict) at the end")
+
+
+class RunConfig(_Section):
+    name: str = Field("", description="a label; not part of the run id")
+    seed: int = Field(0, ge=0)
+    scale: Literal["embedded", "full"] = "embedded"
+    workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
+    algorithm: AlgorithmConfig = Field(default_factory=AllReduceConfig)
+    parallel: ParallelConfig = Field(default_factory=ParallelConfig)
+    optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
+    schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    launch: LaunchConfig = Field(default_factory=LaunchConfig)
+
+    @model_validator(mode="after")
+    def _fits(self) -> "RunConfig":
+        p = self.parallel
+        if p.world_size % p.models:
+            raise ValueError(
+                f"parallel.world_size={p.world_size} does not fit parallel.models={p.models}: "
+                f"world_size must be a multiple of models (each model gets world_size/models ranks)")
+        if self.algorithm.name == "allreduce" and p.models != 1:
+            raise ValueError(
+                f"parallel.models={p.models} with algorithm.name=allreduce: allreduce trains one model; "
+                f"allowed: parallel.models=1")
+        bad = [m for m in self.schedule.milestones if m <= 0 or m > self.train.steps]
+        if bad:
+            raise ValueError(f"schedule.milestones={self.schedule.milestones}: each must be in "
+                             f"[1, train.steps={self.train.steps}]")
+        return self
+
+    def run_id(self) -> str:
+        return run_id(self)
+
+
+# ---------------------------------------------------------------- loading
+
+def _allowed_keys(loc: tuple) -> list[str]:
+    """Field names of the section that holds `loc` (for 'unknown key' messages)."""
+    model: Any = RunConfig
+    for part in loc[:-1]:
+        field = getattr(model, "model_fields", {}).get(part)
+        if field is None or not isinstance(field.annotation, type):
+            return []
+        model = field.annotation
+    return sorted(getattr(model, "model_fields", {}))
+
+
+def _format_errors(err: ValidationError, source: str) -> str:
+    lines = [f"{source}: invalid run config"]
+    for e in err.errors():
+        key = ".".join(str(x) for x in e["loc"]) or "(top level)"
+        if e["type"] == "extra_forbidden":
+            allowed = ", ".join(_allowed_keys(e["loc"])) or "see the schema in codist.config"
+            lines.append(f"  {key}: unknown key (value {e['input']!r}); allowed keys here: {allowed}")
+        elif e["type"] == "value_error":
+            lines.append(f"  {key}: {e['msg'].removeprefix('Value error, ')}")
+        else:
+            lines.append(f"  {key}: got {e.get('input')!r}: {e['msg']}")
+    return "\n".join(lines)
+
+
+def apply_overrides(raw: dict, overrides: list[str], source: str = "--set") -> dict:
+    """`a.b.c=value` pairs (value parsed as YAML) applied to a copy of the raw mapping."""
+    out = copy.deepcopy(raw)
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"{source}: {item!r} is not key=value (e.g. train.steps=200)")
+        key, text = item.split("=", 1)
+        parts = key.strip().split(".")
+        node = out
+        for part in parts[:-1]:
+            nxt = node.setdefault(part, {})
+            if not isinstance(nxt, dict):
+                raise ConfigError(f"{source}: {key}: {part!r} holds {nxt!r}, not a section")
+            node = nxt
+        node[parts[-1]] = yaml.safe_load(text)
+    return out
+
+
+def load_raw(path: str | os.PathLike) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: config file not found")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from e
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
+    return raw
+
+
+def validate(raw: dict, source: str = "config") -> RunConfig:
+    try:
+        return RunConfig.model_validate(raw)
+    except ValidationError as e:
+        raise ConfigError(_format_errors(e, source)) from None
+
+
+def load(path: str | os.PathLike, overrides: list[str] = ()) -> RunConfig:
+    """Read, override and validate a run config file."""
+    return validate(apply_overrides(load_raw(path), list(overrides)), str(path))
+
+
+def to_dict(cfg: RunConfig) -> dict[str, Any]:
+    return cfg.model_dump(mode="json")
+
+
+def run_id(cfg: RunConfig) -> str:
+    """12 hex digits of the hash of everything that changes the results.
+
+    The label (`name`) and the launch section (launcher, threads, port) are left out, so
+    a run shared by several figures has one id and runs once.
+    """
+    d = to_dict(cfg)
+    d.pop("name", None)
+    d.pop("launch", None)
+    blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def dump(cfg: RunConfig, path: str | os.PathLike) -> None:
+    from .runlog import atomic_write_text
+    atomic_write_text(path, yaml.safe_dump(to_dict(cfg), sort_keys=False))

@@ -1,0 +1,57 @@
+"""Batches for each rank from a finite map-style dataset.
+
+The order is one seeded permutation per epoch, shared by the ranks that train the same
+model; global batch i is positions [i*m*b, (i+1)*m*b) of it and rank j of the model's
+group takes the j-th slice of b. So m ranks with batch b see exactly the samples that
+one rank with batch m*b sees, in the same order. Incomplete batches at the end of an
+epoch are dropped (every update has the same size).
+"""
+from __future__ import annotations
+
+import torch
+from torch.utils.data import Dataset, TensorDataset
+from torch.utils.data._utils.collate import default_collate
+
+
+class BatchStream:
+    def __init__(self, dataset: Dataset, batch_per_rank: int, ranks: int, rank: int, seed: int):
+        self.dataset = dataset
+        self.b, self.m, self.j, self.seed = batch_per_rank, ranks, rank, seed
+        self.global_batch = batch_per_rank * ranks
+        self.batches_per_epoch = len(dataset) // self.global_batch
+        self._epoch, self._perm = None, None
+        if self.batches_per_epoch == 0:
+            raise ValueError(f"global batch {self.global_batch} (train.batch_per_rank={batch_per_rank} x "
+                             f"{ranks} ranks) is larger than the training set ({len(dataset)} samples)")
+
+    def indices(self, step: int) -> torch.Tensor:
+        """Dataset indices of this rank's batch for update `step` (0-based); pure in step."""
+        epoch, i = divmod(step, self.batches_per_epoch)
+        if self._epoch != epoch:  # one permutation per epoch, drawn once
+            g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+            self._perm, self._epoch = torch.randperm(len(self.dataset), generator=g), epoch
+        perm = self._perm
+        start = i * self.global_batch + self.j * self.b
+        return perm[start:start + self.b]
+
+    def batch(self, step: int):
+        idx = self.indices(step)
+        if isinstance(self.dataset, TensorDataset):
+            return tuple(t[idx] for t in self.dataset.tensors)
+        return default_collate([self.dataset[int(k)] for k in idx])
+
+
+def shard_indices(n: int, ranks: int, rank: int) -> range:
+    """Evaluation shard of rank `rank` of `ranks`: a strided slice, all samples covered once."""
+    return range(rank, n, ranks)
+
+
+def eval_batches(dataset: Dataset, ranks: int, rank: int, batch: int):
+    idx = list(shard_indices(len(dataset), ranks, rank))
+    for s in range(0, len(idx), batch):
+        chunk = idx[s:s + batch]
+        if isinstance(dataset, TensorDataset):
+            t = torch.tensor(chunk)
+            yield tuple(x[t] for x in dataset.tensors)
+        else:
+            yield default_collate([dataset[k] for k in chunk])

@@ -1,0 +1,101 @@
+"""Process groups for n models x m data-parallel ranks each.
+
+Global rank r trains model r // m. Every rank creates every group in the same order
+(torch.distributed requires it). DeepSpeed learns its model's group through an `mpu`
+object with exactly the six methods below (see ENGINE-FACTS: the model-parallel group
+must be a single-rank group, and no other parallelism methods may exist).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass
+class Topology:
+    rank: int
+    world_size: int
+    models: int
+    dp_groups: list            # one per model: its m ranks
+    cross_groups: list         # one per local index: the n ranks with that index in each model
+    single_groups: list        # one single-rank group per rank
+
+    @property
+    def ranks_per_model(self) -> int:
+        return self.world_size // self.models
+
+    @property
+    def model_index(self) -> int:
+        return self.rank // self.ranks_per_model
+
+    @property
+    def dp_rank(self) -> int:
+        return self.rank % self.ranks_per_model
+
+    @property
+    def dp_group(self):
+        return self.dp_groups[self.model_index]
+
+    @property
+    def cross_group(self):
+        return self.cross_groups[self.dp_rank]
+
+    def model_of(self) -> list[int]:
+        return [r // self.ranks_per_model for r in range(self.world_size)]
+
+    def group_ranks(self, model: int) -> list[int]:
+        m = self.ranks_per_model
+        return list(range(model * m, (model + 1) * m))
+
+    def mpu(self) -> "ModelGroupMPU":
+        return ModelGroupMPU(self)
+
+
+class ModelGroupMPU:
+    """What DeepSpeed asks of an mpu: this rank's data-parallel group is its model's group."""
+
+    def __init__(self, topo: Topology):
+        self._t = topo
+
+    def get_data_parallel_group(self):
+        return self._t.dp_group
+
+    def get_data_parallel_world_size(self):
+        return self._t.ranks_per_model
+
+    def get_data_parallel_rank(self):
+        return self._t.dp_rank
+
+    def get_model_parallel_group(self):
+        return self._t.single_groups[self._t.rank]
+
+    def get_model_parallel_world_size(self):
+        return 1
+
+    def get_model_parallel_rank(self):
+        return 0
+
+
+def init(models: int, backend: str) -> Topology:
+    """Join the job (env:// rendezvous set by the launcher) and build the groups."""
+    import deepspeed
+    deepspeed.init_distributed(dist_backend=backend, auto_mpi_discovery=False)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    m = world // models
+    dp_groups = [dist.new_group(list(range(i * m, (i + 1) * m))) for i in range(models)]
+    cross_groups = [dist.new_group([i * m + j for i in range(models)]) for j in range(m)]
+    single_groups = [dist.new_group([r]) for r in range(world)]
+    return Topology(rank, world, models, dp_groups, cross_groups, single_groups)
+
+
+def pick_device(requested: str) -> tuple[torch.device, str]:
+    """(device, backend) for this rank: NCCL on GPUs, gloo on CPU."""
+    use_cuda = requested == "cuda" or (requested == "auto" and torch.cuda.is_available())
+    if use_cuda:
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        torch.cuda.set_device(local)
+        return torch.device("cuda", local), "nccl"
+    return torch.device("cpu"), "gloo"

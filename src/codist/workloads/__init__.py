@@ -1,0 +1,23 @@
+"""Workload registry: config schema and builder for each workload, keyed by `name`."""
+from __future__ import annotations
+
+from .base import Metric, Workload
+from .cifar import CifarConfig, CifarWorkload
+
+# name -> (pydantic config class, workload class); the class takes (config, seed).
+REGISTRY = {
+    "cifar": (CifarConfig, CifarWorkload),
+}
+
+# The `workload:` section of a run config. Becomes a discriminated union on `name`
+# once there is more than one workload.
+WorkloadConfig = CifarConfig
+
+
+def build_workload(cfg, seed: int) -> Workload:
+    """The workload object for a validated `workload:` config section."""
+    _, cls = REGISTRY[cfg.name]
+    return cls(cfg, seed)
+
+
+__all__ = ["Metric", "Workload", "WorkloadConfig", "REGISTRY", "build_workload"]

@@ -1,0 +1,65 @@
+"""The workload interface: model + data + loss + evaluation metric + target.
+
+The training loop knows a workload only through this class. Evaluation is split in
+two so it can be sharded over a model's data-parallel group: every rank computes
+`eval_sums` on its shard, the loop all-reduces the sums (through the meter), and
+`finalize_eval` turns the global sums into metrics.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from torch.utils.data import Dataset
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str                 # column name in metrics.jsonl, e.g. "val_accuracy"
+    higher_is_better: bool
+    target: float | None = None   # the workload's target at this scale (time-to-target)
+
+
+class Workload(ABC):
+    """One workload at one scale. Built from its validated config section."""
+
+    #: the headline validation metric (summary.json reports its final and best value)
+    metric: Metric
+
+    @abstractmethod
+    def build_model(self) -> nn.Module:
+        """A freshly initialised model; the caller seeds torch before calling."""
+
+    @abstractmethod
+    def train_dataset(self) -> Dataset:
+        """The finite training set (map-style); items are (input, target) tensors."""
+
+    @abstractmethod
+    def val_dataset(self) -> Dataset:
+        """The validation set, disjoint from the training set."""
+
+    def loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Mean training loss over the batch (cross-entropy on logits by default)."""
+        return nn.functional.cross_entropy(outputs, targets)
+
+    def eval_sums(self, outputs: torch.Tensor, targets: torch.Tensor) -> dict[str, float]:
+        """Additive statistics of one validation batch (summed, not averaged)."""
+        losses = nn.functional.cross_entropy(outputs, targets, reduction="sum")
+        correct = (outputs.argmax(dim=1) == targets).sum()
+        return {"loss_sum": float(losses), "correct": float(correct), "count": float(targets.numel())}
+
+    def finalize_eval(self, sums: dict[str, float]) -> dict[str, float]:
+        """Metrics from the sums over the whole validation set."""
+        n = sums["count"]
+        return {"val_loss": sums["loss_sum"] / n, "val_accuracy": sums["correct"] / n}
+
+    def describe(self) -> dict:
+        """Facts recorded in the manifest (dataset sizes, parameter count, ...)."""
+        model = self.build_model()
+        return {
+            "train_size": len(self.train_dataset()),
+            "val_size": len(self.val_dataset()),
+            "parameters": sum(p.numel() for p in model.parameters()),
+        }

@@ -1,0 +1,87 @@
+"""Config validation: bad input fails before launch with a message naming key, value, what is allowed."""
+import pytest
+
+from codist import cli, config
+from codist.config import ConfigError
+from codist.launch import check_fits
+
+
+def test_valid_config_resolves_defaults(write_config):
+    cfg = config.load(write_config())
+    assert cfg.algorithm.name == "allreduce"
+    assert cfg.optimizer.grad_clip == 0.0   # explicit: DeepSpeed's own default would clip at 1.0
+    assert cfg.parallel.ranks_per_model == 1
+
+
+def test_unknown_key_names_key_and_allowed(write_config):
+    with pytest.raises(ConfigError) as e:
+        config.load(write_config({"train": {"stpes": 5}}))
+    msg = str(e.value)
+    assert "train.stpes" in msg and "unknown key" in msg
+    assert "steps" in msg and "batch_per_rank" in msg      # the allowed keys of that section
+    assert "run.yaml" in msg                               # the file
+
+
+def test_wrong_type_names_key_and_value(write_config):
+    with pytest.raises(ConfigError) as e:
+        config.load(write_config({"train": {"batch_per_rank": "lots"}}))
+    assert "train.batch_per_rank" in str(e.value) and "'lots'" in str(e.value)
+
+
+def test_value_out_of_range(write_config):
+    with pytest.raises(ConfigError) as e:
+        config.load(write_config({"optimizer": {"lr": -1}}))
+    assert "optimizer.lr" in str(e.value) and "greater than 0" in str(e.value)
+
+
+def test_unknown_choice_lists_allowed(write_config):
+    with pytest.raises(ConfigError) as e:
+        config.load(write_config({"optimizer": {"name": "lamb"}}))
+    msg = str(e.value)
+    assert "optimizer.name" in msg and "'lamb'" in msg and "'sgd'" in msg
+
+
+def test_world_size_not_multiple_of_models(write_config):
+    with pytest.raises(ConfigError) as e:
+        config.load(write_config({"parallel": {"world_size": 3, "models": 2}}))
+    msg = str(e.value)
+    assert "parallel.world_size=3" in msg and "multiple of models" in msg
+
+
+def test_world_size_larger_than_machine(write_config):
+    cfg = config.load(write_config({"parallel": {"world_size": 8}}))
+    with pytest.raises(ConfigError) as e:
+        check_fits(cfg, "cpu", cores=2)
+    assert "parallel.world_size=8" in str(e.value) and "launch.oversubscribe" in str(e.value)
+    ok = config.load(write_config({"parallel": {"world_size": 8}, "launch": {"oversubscribe": True}}))
+    check_fits(ok, "cpu", cores=2)
+
+
+def test_overrides_are_validated_too(write_config):
+    path = write_config()
+    assert config.load(path, ["train.steps=42"]).train.steps == 42
+    with pytest.raises(ConfigError) as e:
+        config.load(path, ["train.steps=0"])
+    assert "train.steps" in str(e.value)
+    with pytest.raises(ConfigError, match="not key=value"):
+        config.load(path, ["train.steps"])
+
+
+def test_run_id_ignores_label_and_launch_but_not_results(write_config):
+    path = write_config()
+    base = config.load(path).run_id()
+    assert config.load(path, ["name=other", "launch.launcher=deepspeed"]).run_id() == base
+    assert config.load(path, ["seed=1"]).run_id() != base
+    assert config.load(path, ["optimizer.lr=0.2"]).run_id() != base
+
+
+def test_cli_check_exit_codes(write_config, capsys):
+    assert cli.main(["check", str(write_config())]) == 0
+    assert "run id" in capsys.readouterr().out
+    assert cli.main(["check", str(write_config({"bogus": 1}))]) == 2
+    assert "bogus: unknown key" in capsys.readouterr().err
+
+
+def test_missing_file_is_named(tmp_path):
+    with pytest.raises(ConfigError, match="nope.yaml: config file not found"):
+        config.load(tmp_path / "nope.yaml")
