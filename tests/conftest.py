@@ -16,7 +16,7 @@ TINY = {
     "workload": {"name": "cifar", "train_size": 512, "val_size": 128, "width": 8},
     "parallel": {"world_size": 1},
     "train": {"steps": 6, "batch_per_rank": 16, "eval_every": 3, "eval_batch": 64},
-    "launch": {"launcher": "torchrun"},
+    "launch": {"launcher": "torchrun", "threads_per_rank": 1},  # same float order in every run
 }
 
 
@@ -35,3 +35,21 @@ def write_config(tmp_path):
         path.write_text(yaml.safe_dump(deep_update(base, extra or {})))
         return path
     return write
+
+
+def launch_run(out_dir: Path, extra: dict, base: dict = TINY) -> Path:
+    """Validate TINY + extra, launch it for real, return the run directory (fails loudly)."""
+    from codist import config, launch
+    cfg = config.validate(deep_update(base, extra), f"test config {out_dir.name}")
+    assert launch.run(cfg, out_dir) == 0, f"run {out_dir} failed"
+    return out_dir
+
+
+def read_summary(run: Path) -> dict:
+    import json
+    return json.loads((run / "summary.json").read_text())
+
+
+def read_rows(run: Path) -> list[dict]:
+    import json
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]

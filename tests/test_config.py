@@ -85,3 +85,26 @@ def test_cli_check_exit_codes(write_config, capsys):
 def test_missing_file_is_named(tmp_path):
     with pytest.raises(ConfigError, match="nope.yaml: config file not found"):
         config.load(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize("extra, key, words", [
+    ({"algorithm": {"name": "codistill"}, "parallel": {"world_size": 2, "models": 1}},
+     "parallel.models=1", "at least 2"),
+    ({"algorithm": {"name": "codistill"}, "parallel": {"world_size": 3, "models": 2}},
+     "parallel.world_size=3", "multiple of models"),
+    ({"algorithm": {"name": "model_average", "tau": 0}, "parallel": {"world_size": 2, "models": 2}},
+     "algorithm.tau", "greater than or equal to 1"),
+    ({"algorithm": {"name": "ensemble_compress", "tau": -5}, "parallel": {"world_size": 2, "models": 2}},
+     "algorithm.tau", "greater than or equal to 1"),
+    ({"algorithm": {"name": "codistill", "exchange": "gossip"}, "parallel": {"world_size": 2, "models": 2}},
+     "algorithm.exchange", "'checkpoint' or 'predictions'"),
+    ({"algorithm": {"name": "codistill", "exchange": "predictions", "data": "disjoint"},
+      "parallel": {"world_size": 2, "models": 2}}, "algorithm.data='disjoint'", "shared batch"),
+    ({"algorithm": {"name": "allreduce"}, "parallel": {"world_size": 2, "models": 2}},
+     "parallel.models=2", "trains one model"),
+    ({"algorithm": {"name": "gossip"}}, "algorithm", "'codistill'"),
+])
+def test_bad_algorithm_configs_fail_before_launch(write_config, extra, key, words):
+    with pytest.raises(ConfigError) as e:
+        config.load(write_config(extra))
+    assert key in str(e.value) and words in str(e.value)

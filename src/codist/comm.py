@@ -7,6 +7,7 @@ bandwidth-optimal algorithm of each collective (p = group size, B = payload byte
   broadcast (direct)     root sends (p-1) * B, each other rank receives B
   all_gather (ring)      B = one rank's contribution; sends (p-1) * B, receives the same
   reduce_scatter (ring)  B = the full input; sends (p-1)/p * B, receives the same
+  send / recv            the sender sends B, the receiver receives B
   barrier                0
 
 Our own collectives call the meter's methods (which call torch.distributed); the
@@ -50,6 +51,12 @@ def tensor_bytes(t: torch.Tensor) -> int:
 
 
 @dataclass
+class _PairGroup:
+    """The two ends of a point-to-point transfer (for the tier), not a process group."""
+    ranks: list[int]
+
+
+@dataclass
 class Counter:
     sent: int = 0
     recv: int = 0
@@ -76,6 +83,8 @@ class CommMeter:
             self.current = previous
 
     def _ranks(self, group) -> list[int]:
+        if isinstance(group, _PairGroup):
+            return group.ranks
         if group is None or group is dist.GroupMember.WORLD:
             return list(range(len(self.model_of)))
         return dist.get_process_group_ranks(group)
@@ -95,6 +104,10 @@ class CommMeter:
             sent = recv = (p - 1) * payload
         elif op == "reduce_scatter":
             sent = recv = (p - 1) * payload // p
+        elif op == "send":
+            sent, recv = payload, 0
+        elif op == "recv":
+            sent, recv = 0, payload
         elif op == "barrier":
             sent = recv = 0
         else:
@@ -116,6 +129,15 @@ class CommMeter:
     def all_gather(self, tensor_list, tensor, group=None, category=None, async_op=False):
         self.record("all_gather", tensor_bytes(tensor), group, category=category)
         return dist.all_gather(tensor_list, tensor, group=group, async_op=async_op)
+
+    def exchange(self, send: torch.Tensor, dst: int, recv: torch.Tensor, src: int, category=None) -> None:
+        """Point-to-point: send `send` to global rank dst while receiving `recv` from src."""
+        pair = lambda peer: _PairGroup([self.rank, peer])
+        self.record("send", tensor_bytes(send), pair(dst), category=category)
+        self.record("recv", tensor_bytes(recv), pair(src), category=category)
+        reqs = [dist.isend(send, dst), dist.irecv(recv, src)]
+        for r in reqs:
+            r.wait()
 
     def barrier(self, group=None, category="control"):
         self.record("barrier", 0, group, category=category)

@@ -12,7 +12,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -33,7 +33,78 @@ class AllReduceConfig(_Section):
     name: Literal["allreduce"] = "allreduce"
 
 
-AlgorithmConfig = AllReduceConfig
+class _DistillTerm(_Section):
+    temperature: float = Field(1.0, gt=0, description="softmax temperature of both sides; the term is scaled by T^2")
+    loss: Literal["kl", "soft_ce"] = Field("kl", description="KL(teacher||student) or cross-entropy to soft labels")
+
+
+class CodistillConfig(_DistillTerm):
+    """n models (parallel.models >= 2), each all-reducing its own gradients; the teachers are the others.
+
+    loss_i = CE(y, f_i) + alpha_t * D(mean_{j in teachers(i)} softmax(f_j / T), f_i), from step `burn_in` on.
+    """
+    name: Literal["codistill"] = "codistill"
+    alpha: float = Field(1.0, ge=0, description="weight of the distillation term")
+    alpha_ramp_steps: int = Field(0, ge=0, description="alpha rises linearly over this many steps after burn_in")
+    burn_in: int = Field(0, ge=0, description="steps of plain training before distillation starts")
+    exchange: Literal["checkpoint", "predictions"] = Field(
+        "checkpoint", description="checkpoint: every exchange_every steps the models' states go to the other "
+        "groups and teachers run locally on those stale copies (the papers' method); predictions: every step "
+        "the models exchange their outputs on a shared batch")
+    exchange_every: int = Field(50, ge=1, description="k: steps between checkpoint exchanges")
+    data: Literal["disjoint", "same", "shuffled"] = Field(
+        "disjoint", description="disjoint: each model trains on its own partition of the training set; "
+        "same: every model sees the same batches; shuffled: the whole set in a different order per model")
+    topology: Literal["all", "ring"] = Field("all", description="all: learn from the mean of all others; "
+                                             "ring: model i learns from model i-1")
+
+    @model_validator(mode="after")
+    def _predictions_share_batches(self):
+        if self.exchange == "predictions" and self.data != "same":
+            raise ValueError(f"algorithm.data={self.data!r} with algorithm.exchange='predictions': exchanged "
+                             f"predictions are on a shared batch; allowed: algorithm.data='same'")
+        return self
+
+
+class ModelAverageConfig(_Section):
+    """MA-DNN / local SGD: K = parallel.models workers; parameters averaged after every tau-th update."""
+    name: Literal["model_average"] = "model_average"
+    tau: int = Field(16, ge=1, description="updates between averaging rounds")
+    average_buffers: bool = Field(True, description="also average buffers (BatchNorm running statistics)")
+    average_optimizer_state: bool = Field(False, description="also average momentum / Adam moments")
+    data: Literal["disjoint", "shuffled"] = Field("disjoint", description="each worker's local data")
+
+
+class EnsembleCompressConfig(_DistillTerm):
+    """EC-DNN: every tau updates the global model G is the equal-weight output ensemble of the K local
+    models; with compress, each local model is distilled toward G during the next local phase:
+    loss = (1 - distill_weight) * CE(y, f_i) + distill_weight * D(G, f_i). compress=false is E-DNN."""
+    name: Literal["ensemble_compress"] = "ensemble_compress"
+    tau: int = Field(4000, ge=1, description="updates between ensembling rounds")
+    compress: bool = True
+    distill_weight: float = Field(0.5, ge=0, le=1, description="weight of G's soft labels in the combined loss")
+    data: Literal["disjoint", "shuffled"] = "disjoint"
+
+
+class LabelSmoothingConfig(_Section):
+    """One model, sync data parallel, loss = (1 - weight) * CE(y, f) + weight * CE(prior, f)."""
+    name: Literal["label_smoothing"] = "label_smoothing"
+    prior: Literal["uniform", "unigram"] = Field("uniform", description="unigram: training-set class frequencies")
+    weight: float = Field(0.1, ge=0, le=1, description="weight of the prior in the target")
+
+
+class EnsembleConfig(_Section):
+    """n = parallel.models independently trained models; their outputs are averaged at evaluation."""
+    name: Literal["ensemble"] = "ensemble"
+    data: Literal["disjoint", "same", "shuffled"] = "shuffled"
+
+
+AlgorithmConfig = Annotated[
+    Union[AllReduceConfig, CodistillConfig, ModelAverageConfig, EnsembleCompressConfig,
+          LabelSmoothingConfig, EnsembleConfig],
+    Field(discriminator="name"),
+]
+MULTI_MODEL = {"codistill": 2, "model_average": 2, "ensemble_compress": 2, "ensemble": 2}
 
 
 class ParallelConfig(_Section):
@@ -100,10 +171,14 @@ class RunConfig(_Section):
             raise ValueError(
                 f"parallel.world_size={p.world_size} does not fit parallel.models={p.models}: "
                 f"world_size must be a multiple of models (each model gets world_size/models ranks)")
-        if self.algorithm.name == "allreduce" and p.models != 1:
-            raise ValueError(
-                f"parallel.models={p.models} with algorithm.name=allreduce: allreduce trains one model; "
-                f"allowed: parallel.models=1")
+        name = self.algorithm.name
+        least = MULTI_MODEL.get(name)
+        if least is None and p.models != 1:
+            raise ValueError(f"parallel.models={p.models} with algorithm.name={name}: {name} trains one "
+                             f"model; allowed: parallel.models=1")
+        if least is not None and p.models < least:
+            raise ValueError(f"parallel.models={p.models} with algorithm.name={name}: {name} needs at least "
+                             f"{least} models; allowed: parallel.models >= {least}")
         bad = [m for m in self.schedule.milestones if m <= 0 or m > self.train.steps]
         if bad:
             raise ValueError(f"schedule.milestones={self.schedule.milestones}: each must be in "
@@ -116,23 +191,44 @@ class RunConfig(_Section):
 
 # ---------------------------------------------------------------- loading
 
-def _allowed_keys(loc: tuple) -> list[str]:
-    """Field names of the section that holds `loc` (for 'unknown key' messages)."""
+def _union_members(annotation) -> dict[str, type[BaseModel]]:
+    """{tag: model} of a discriminated union on `name` (empty for a plain model)."""
+    args = getattr(annotation, "__metadata__", None) and annotation.__origin__
+    members = getattr(args, "__args__", None) or getattr(annotation, "__args__", None) or ()
+    return {m.model_fields["name"].default: m for m in members
+            if isinstance(m, type) and issubclass(m, BaseModel) and "name" in m.model_fields}
+
+
+def _clean_loc(loc: tuple) -> tuple[tuple, list[str]]:
+    """The user's key path (without pydantic's union tags) and the keys allowed beside the last part."""
     model: Any = RunConfig
-    for part in loc[:-1]:
-        field = getattr(model, "model_fields", {}).get(part)
-        if field is None or not isinstance(field.annotation, type):
-            return []
-        model = field.annotation
-    return sorted(getattr(model, "model_fields", {}))
+    path, allowed = [], sorted(RunConfig.model_fields)
+    parts = list(loc)
+    while parts:
+        part = parts.pop(0)
+        path.append(part)
+        field = getattr(model, "model_fields", {}).get(part) if isinstance(model, type) else None
+        if field is None:
+            break
+        members = _union_members(field.annotation)
+        if members and parts and parts[0] in members:
+            model = members[parts.pop(0)]
+        elif isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+            model = field.annotation
+        else:
+            break
+        if parts:
+            allowed = sorted(model.model_fields)
+    return tuple(path), allowed
 
 
 def _format_errors(err: ValidationError, source: str) -> str:
     lines = [f"{source}: invalid run config"]
     for e in err.errors():
-        key = ".".join(str(x) for x in e["loc"]) or "(top level)"
+        loc, allowed_keys = _clean_loc(e["loc"])
+        key = ".".join(str(x) for x in loc) or "(top level)"
         if e["type"] == "extra_forbidden":
-            allowed = ", ".join(_allowed_keys(e["loc"])) or "see the schema in codist.config"
+            allowed = ", ".join(allowed_keys)
             lines.append(f"  {key}: unknown key (value {e['input']!r}); allowed keys here: {allowed}")
         elif e["type"] == "value_error":
             lines.append(f"  {key}: {e['msg'].removeprefix('Value error, ')}")

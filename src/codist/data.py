@@ -9,7 +9,7 @@ epoch are dropped (every update has the same size).
 from __future__ import annotations
 
 import torch
-from torch.utils.data import Dataset, TensorDataset
+from torch.utils.data import Dataset, Subset, TensorDataset
 from torch.utils.data._utils.collate import default_collate
 
 
@@ -55,3 +55,22 @@ def eval_batches(dataset: Dataset, ranks: int, rank: int, batch: int):
             yield tuple(x[t] for x in dataset.tensors)
         else:
             yield default_collate([dataset[k] for k in chunk])
+
+
+def model_data(dataset: Dataset, kind: str, model: int, models: int, seed: int) -> tuple[Dataset, int]:
+    """Training data of model `model` of `models`, and the seed of its order.
+
+    `same`: every model the same batches; `shuffled`: the whole set in its own order;
+    `disjoint`: its own part of a fixed random partition of the set into `models` parts.
+    """
+    if kind == "same":
+        return dataset, seed
+    if kind == "shuffled":
+        return dataset, seed * 7919 + 1 + model
+    if kind != "disjoint":
+        raise ValueError(f"data split {kind!r}: allowed 'same', 'shuffled', 'disjoint'")
+    g = torch.Generator().manual_seed(seed * 7919)
+    part = torch.randperm(len(dataset), generator=g)[model::models]
+    if isinstance(dataset, TensorDataset):
+        return TensorDataset(*(t[part] for t in dataset.tensors)), seed
+    return Subset(dataset, part.tolist()), seed

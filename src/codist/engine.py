@@ -33,4 +33,4 @@ def build_engine(cfg: RunConfig, topo: Topology, model: torch.nn.Module):
     scheduler = build_scheduler(optimizer, cfg.schedule, cfg.train.steps)
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler,
                                            config=deepspeed_config(cfg), mpu=topo.mpu())
-    return engine
+    return engine, optimizer

@@ -116,8 +116,8 @@ def main(argv=None) -> int:
     ctx = TrainContext(cfg, topo, meter, workload, device)
     algo = build_algorithm(ctx)
     algo.setup()
-    stream = BatchStream(workload.train_dataset(), cfg.train.batch_per_rank, topo.ranks_per_model,
-                         topo.dp_rank, algo.data_seed())
+    train_set, data_seed = algo.train_data(workload.train_dataset())
+    stream = BatchStream(train_set, cfg.train.batch_per_rank, topo.ranks_per_model, topo.dp_rank, data_seed)
     evaluate = Evaluator(ctx, algo)
     log = MetricsLog(out / "metrics.jsonl")
     if lead:

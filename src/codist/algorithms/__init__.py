@@ -3,9 +3,19 @@ from __future__ import annotations
 
 from .allreduce import AllReduce
 from .base import Algorithm, TrainContext
+from .codistill import Codistill
+from .ensemble import Ensemble
+from .ensemble_compress import EnsembleCompress
+from .label_smoothing import LabelSmoothing
+from .model_average import ModelAverage
 
 REGISTRY: dict[str, type[Algorithm]] = {
     "allreduce": AllReduce,
+    "codistill": Codistill,
+    "model_average": ModelAverage,
+    "ensemble_compress": EnsembleCompress,
+    "label_smoothing": LabelSmoothing,
+    "ensemble": Ensemble,
 }
 
 

@@ -1,15 +1,23 @@
-"""The algorithm interface: a small strategy over the one training loop in `codist.train`."""
+"""The algorithm interface: a small strategy over the one training loop in `codist.train`.
+
+Every algorithm here trains one model per data-parallel group with its own DeepSpeed
+engine (gradients all-reduced inside the group only); what differs is the loss, what
+happens around each update, and which models are evaluated. Subclasses override the
+hooks `before_step`, `loss`, `after_step` and `extra_eval_models`.
+"""
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.utils.data import Dataset
 
 from ..comm import CommMeter
 from ..config import RunConfig
+from ..data import model_data
 from ..distributed import Topology
+from ..engine import build_engine
 from ..workloads import Workload
 
 
@@ -22,30 +30,68 @@ class TrainContext:
     device: torch.device
 
 
-class Algorithm(ABC):
+class Algorithm:
+    #: models that start from one shared initialisation (MA-DNN, EC-DNN) instead of independent ones
+    shared_init = False
+
     def __init__(self, ctx: TrainContext):
         self.ctx = ctx
+        self.cfg, self.topo, self.meter, self.workload = ctx.cfg, ctx.topo, ctx.meter, ctx.workload
 
-    @abstractmethod
+    # ------------------------------------------------------------ set-up
+    def new_model(self) -> nn.Module:
+        return self.workload.build_model().to(self.ctx.device)
+
     def setup(self) -> None:
-        """Build this rank's model(s) and engine(s); runs once, before the first step."""
-
-    @abstractmethod
-    def train_step(self, step: int, batch) -> float:
-        """One update on this rank's batch; returns this rank's training loss."""
-
-    @abstractmethod
-    def eval_models(self) -> dict[str, nn.Module]:
-        """The models this rank helps evaluate, by name (every rank of a group returns the same names)."""
-
-    def eval_names(self) -> list[str]:
-        """Every model name evaluated anywhere in the job, in a fixed order."""
-        return [str(i) for i in range(self.ctx.topo.models)]
-
-    def data_seed(self) -> int:
-        """Seed of this rank's data order; ranks of one model share it."""
-        return self.ctx.cfg.seed
+        torch.manual_seed(self.model_seed())
+        model = self.new_model()
+        with self.meter.category("setup"):
+            self.engine, self.optimizer = build_engine(self.cfg, self.topo, model)
+        self.model = self.engine.module
 
     def model_seed(self) -> int:
         """Seed of this rank's model initialisation; ranks of one model share it."""
-        return self.ctx.cfg.seed * 1009 + self.ctx.topo.model_index
+        own = 0 if self.shared_init else self.topo.model_index
+        return self.cfg.seed * 1009 + own
+
+    def train_data(self, dataset: Dataset) -> tuple[Dataset, int]:
+        """This model's training data and the seed of its order (see `data.model_data`)."""
+        kind = getattr(self.cfg.algorithm, "data", "same")
+        return model_data(dataset, kind, self.topo.model_index, self.topo.models, self.cfg.seed)
+
+    # ------------------------------------------------------------ one update
+    def before_step(self, step: int, x: torch.Tensor, y: torch.Tensor) -> None:
+        """Runs before the forward pass of update `step` (0-based)."""
+
+    def loss(self, step: int, x: torch.Tensor, y: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        return self.workload.loss(logits, y)
+
+    def after_step(self, step: int) -> None:
+        """Runs after update `step` has been applied."""
+
+    def train_step(self, step: int, batch) -> float:
+        x, y = (t.to(self.ctx.device, non_blocking=True) for t in batch)
+        self.before_step(step, x, y)
+        with self.meter.category("grad_allreduce"):
+            logits = self.engine(x)
+            loss = self.loss(step, x, y, logits)
+            self.engine.backward(loss)
+            self.engine.step()
+        self.after_step(step)
+        return loss.item()
+
+    # ------------------------------------------------------------ evaluation
+    def eval_names(self) -> list[str]:
+        """Every model name evaluated anywhere in the job, in a fixed order."""
+        return [str(i) for i in range(self.topo.models)] + self.extra_eval_names()
+
+    def extra_eval_names(self) -> list[str]:
+        return []
+
+    def extra_eval_models(self) -> dict[str, nn.Module]:
+        """Models beyond the local ones (ensembles, averages); called on every rank at evaluation."""
+        return {}
+
+    def eval_models(self) -> dict[str, nn.Module]:
+        """The models this rank helps evaluate (every rank of a group returns the same names)."""
+        return {str(self.topo.model_index): self.model, **self.extra_eval_models()}

@@ -27,6 +27,8 @@ class Workload(ABC):
 
     #: the headline validation metric (summary.json reports its final and best value)
     metric: Metric
+    #: size of the output distribution (classes, vocabulary)
+    num_classes: int
 
     @abstractmethod
     def build_model(self) -> nn.Module:
@@ -54,6 +56,12 @@ class Workload(ABC):
         """Metrics from the sums over the whole validation set."""
         n = sums["count"]
         return {"val_loss": sums["loss_sum"] / n, "val_accuracy": sums["correct"] / n}
+
+    def class_counts(self) -> torch.Tensor:
+        """Training-set frequency of each class (the unigram prior of label smoothing)."""
+        data = self.train_dataset()
+        labels = data.tensors[1] if hasattr(data, "tensors") else torch.tensor([int(y) for _, y in data])
+        return torch.bincount(labels.reshape(-1), minlength=self.num_classes)
 
     def describe(self) -> dict:
         """Facts recorded in the manifest (dataset sizes, parameter count, ...)."""

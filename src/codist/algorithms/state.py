@@ -1,0 +1,47 @@
+"""Model state as one flat vector (what goes over the wire), frozen copies, output ensembles."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def state_tensors(model: nn.Module, buffers: bool = True) -> list[torch.Tensor]:
+    """Parameters, then floating-point buffers (BatchNorm running statistics) if `buffers`."""
+    out = [p.data for p in model.parameters()]
+    if buffers:
+        out += [b for b in model.buffers() if b.is_floating_point()]
+    return out
+
+
+def flat_state(model: nn.Module, buffers: bool = True) -> torch.Tensor:
+    return torch.cat([t.reshape(-1) for t in state_tensors(model, buffers)])
+
+
+def load_flat_state(model: nn.Module, flat: torch.Tensor, buffers: bool = True) -> None:
+    offset = 0
+    for t in state_tensors(model, buffers):
+        t.copy_(flat[offset:offset + t.numel()].view_as(t))
+        offset += t.numel()
+    if offset != flat.numel():
+        raise ValueError(f"flat state has {flat.numel()} values, the model {offset}")
+
+
+def frozen(model: nn.Module) -> nn.Module:
+    """A teacher: evaluation mode, no gradients."""
+    model.eval()
+    model.requires_grad_(False)
+    return model
+
+
+class OutputEnsemble(nn.Module):
+    """Equal-weight average of the members' predicted distributions, returned as log-probabilities
+    so that cross-entropy and argmax on its output score the ensemble (Sun et al.'s global model)."""
+
+    def __init__(self, members: list[nn.Module]):
+        super().__init__()
+        self.members = nn.ModuleList(members)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        probs = torch.stack([F.softmax(m(x), dim=-1) for m in self.members]).mean(0)
+        return torch.log(probs.clamp_min(1e-30))

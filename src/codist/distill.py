@@ -1,0 +1,32 @@
+"""Distillation losses between a student's logits and teachers' soft predictions.
+
+`kl`: KL(teacher || student) on temperature-softened distributions, times T^2 so the
+gradient's scale does not change with T (Hinton et al. 2015). `soft_ce`: cross-entropy
+of the student against the teacher's soft labels, also times T^2; it equals `kl` plus the
+teacher's entropy, a constant in the student, so both give the same gradient, but the
+value of `soft_ce` is not zero when student == teacher. Anil et al. call their term a
+cross-entropy against the teachers' predictions; Sodhani et al. and DML use KL.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def teacher_probs(teacher_logits: list[torch.Tensor], temperature: float) -> torch.Tensor:
+    """Mean of the teachers' softened predictions (Anil: the mean of the other models)."""
+    return torch.stack([F.softmax(t.detach() / temperature, dim=-1) for t in teacher_logits]).mean(0)
+
+
+def distill_loss(student_logits: torch.Tensor, target_probs: torch.Tensor, temperature: float = 1.0,
+                 kind: str = "kl") -> torch.Tensor:
+    """Mean over the batch of the distillation term; `target_probs` carry no gradient."""
+    log_p = F.log_softmax(student_logits / temperature, dim=-1)
+    q = target_probs.detach()
+    if kind == "kl":
+        per_sample = (q * (torch.log(q.clamp_min(1e-12)) - log_p)).sum(-1)
+    elif kind == "soft_ce":
+        per_sample = -(q * log_p).sum(-1)
+    else:
+        raise ValueError(f"distillation loss {kind!r}: allowed 'kl', 'soft_ce'")
+    return per_sample.mean() * temperature ** 2

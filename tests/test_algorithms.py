@@ -1,0 +1,200 @@
+"""Each algorithm, launched for real on 2 CPU ranks: equivalences, guarantees, exact bytes."""
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import launch_run, read_rows, read_summary
+
+from codist import config
+from codist.algorithms.state import OutputEnsemble, flat_state
+from codist.comm import ring_all_reduce_bytes
+from codist.data import eval_batches, model_data
+from codist.workloads import build_workload
+from conftest import TINY, deep_update
+
+pytestmark = pytest.mark.slow
+TWO_MODELS = {"parallel": {"world_size": 2, "models": 2}}
+
+
+def workload_of(extra):
+    return build_workload(config.validate(deep_update(TINY, extra)).workload, 0)
+
+
+def state_bytes(extra, buffers=True) -> int:
+    return flat_state(workload_of(extra).build_model(), buffers).numel() * 4
+
+
+def load(run, name):
+    return torch.load(run / f"model_{name}.pt", weights_only=True)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Runs shared by several tests (each launch costs ~15 s of process start-up)."""
+    root = tmp_path_factory.mktemp("algorithms")
+    cache = {}
+
+    def get(name, extra):
+        if name not in cache:
+            cache[name] = launch_run(root / name, extra)
+        return cache[name]
+    return get
+
+
+CODISTILL_ALPHA0 = {**TWO_MODELS, "algorithm": {"name": "codistill", "alpha": 0.0, "data": "same",
+                                                "exchange_every": 2, "burn_in": 1}}
+
+
+def test_codistill_alpha0_trains_like_independent_allreduce(runs):
+    co = runs("codistill_alpha0", CODISTILL_ALPHA0)
+    ar = runs("allreduce", {})
+    a, b = load(co, "0"), load(ar, "0")
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=0, atol=0)
+    other = load(co, "1")    # the second model is a different model (own initialisation)
+    assert any(not torch.equal(other[k], a[k]) for k in a if a[k].is_floating_point())
+
+
+def test_codistill_checkpoint_bytes_closed_form(runs):
+    s = read_summary(runs("codistill_alpha0", CODISTILL_ALPHA0))["comm"]["by_category"]
+    steps, burn_in, k, n, m = 6, 1, 2, 2, 1
+    exchanges = len(range(burn_in, steps, k))                   # before steps 1, 3, 5
+    receivers = n * (n - 1) * m                                 # every model to every other group's ranks
+    assert s["param_exchange"]["sent_bytes_all_ranks"] == state_bytes(CODISTILL_ALPHA0) * exchanges * receivers
+    assert s["param_exchange"]["between_group_sent_bytes"] == s["param_exchange"]["sent_bytes_all_ranks"]
+    assert s["grad_allreduce"]["sent_bytes_all_ranks"] == 0     # one rank per model: nothing to all-reduce
+
+
+def test_codistill_prediction_bytes_closed_form(runs):
+    extra = {**TWO_MODELS, "algorithm": {"name": "codistill", "exchange": "predictions", "data": "same",
+                                         "burn_in": 2}}
+    s = read_summary(runs("codistill_predictions", extra))["comm"]["by_category"]
+    steps, burn_in, b, classes, n = 6, 2, 16, 10, 2
+    per_rank_per_step = (n - 1) * b * classes * 4               # all-gather of the logits
+    assert s["prediction_exchange"]["sent_bytes_all_ranks"] == (steps - burn_in) * n * per_rank_per_step
+    assert "param_exchange" not in s
+
+
+MA = {**TWO_MODELS, "algorithm": {"name": "model_average", "tau": 2, "average_buffers": False},
+      "train": {"steps": 5, "eval_every": 5}}
+
+
+def test_model_average_bytes_closed_form(runs):
+    s = read_summary(runs("model_average", MA))["comm"]["by_category"]
+    rounds, world, K = 5 // 2, 2, 2
+    per_rank = ring_all_reduce_bytes(state_bytes(MA, buffers=False), K)
+    assert s["model_average"]["sent_bytes_all_ranks"] == rounds * world * per_rank
+
+
+def _reference_local_sgd(rank, world, port, extra, out):
+    """The same training with plain torch and torch's PeriodicModelAverager."""
+    import os
+    import torch.distributed as dist
+    from torch.distributed.algorithms.model_averaging.averagers import PeriodicModelAverager
+    from codist.data import BatchStream
+    from codist.optim import build_optimizer
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    cfg = config.validate(deep_update(TINY, extra))
+    workload = build_workload(cfg.workload, cfg.seed)
+    torch.manual_seed(cfg.seed * 1009)                          # one shared start for all workers
+    model = workload.build_model()
+    opt = build_optimizer(model.parameters(), cfg.optimizer)
+    data, seed = model_data(workload.train_dataset(), "disjoint", rank, world, cfg.seed)
+    stream = BatchStream(data, cfg.train.batch_per_rank, 1, 0, seed)
+    tau = cfg.algorithm.tau
+    averager = PeriodicModelAverager(period=tau, warmup_steps=tau - 1)   # averages after updates tau, 2tau, ...
+    for step in range(cfg.train.steps):
+        x, y = stream.batch(step)
+        opt.zero_grad()
+        workload.loss(model(x), y).backward()
+        opt.step()
+        averager.average_parameters(model.parameters())
+    out[rank] = {k: v.clone() for k, v in model.state_dict().items()}
+    dist.destroy_process_group()
+
+
+def test_model_average_equals_torch_periodic_model_averager(runs):
+    import socket
+    import torch.multiprocessing as mp
+    ours = runs("model_average", MA)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with mp.Manager() as manager:
+        out = manager.dict()
+        mp.spawn(_reference_local_sgd, args=(2, port, MA, out), nprocs=2)
+        ref = dict(out)
+    for rank in (0, 1):
+        mine = load(ours, str(rank))
+        params = [k for k in mine if "running" not in k and "num_batches" not in k]
+        for k in params:
+            torch.testing.assert_close(mine[k], ref[rank][k], rtol=1e-5, atol=1e-6)
+    # after the last round (update 4) and one more local update the workers differ again
+    assert any(not torch.allclose(load(ours, "0")[k], load(ours, "1")[k]) for k in params)
+
+
+EC = {**TWO_MODELS, "algorithm": {"name": "ensemble_compress", "tau": 3, "distill_weight": 0.7},
+      "train": {"steps": 6, "eval_every": 3}}
+EDNN = deep_update(EC, {"algorithm": {"compress": False}})
+
+
+def test_ec_dnn_global_model_is_at_least_as_good_as_its_members(runs):
+    run = runs("ec_dnn", EC)
+    rows = read_rows(run)
+    for step in (3, 6):     # evaluations right after a round: G is the ensemble of the current locals
+        by = {r["model"]: r for r in rows if r["step"] == step}
+        assert by["G"]["val_loss"] <= (by["0"]["val_loss"] + by["1"]["val_loss"]) / 2 + 1e-9
+    # the same on raw batches, from the saved models
+    w = workload_of(EC)
+    locals_ = []
+    for name in ("0", "1"):
+        m = w.build_model()
+        m.load_state_dict(load(run, name))
+        locals_.append(m.eval())
+    ens = OutputEnsemble(locals_).eval()
+    with torch.no_grad():
+        for x, y in eval_batches(w.val_dataset(), 1, 0, 32):
+            mean_local = sum(F.cross_entropy(m(x), y) for m in locals_) / 2
+            assert F.cross_entropy(ens(x), y) <= mean_local + 1e-6
+
+
+def _kl_to_global(run, w):
+    """Mean KL(G || local) on the validation set; G as of the last round (saved as model_G.pt)."""
+    g = OutputEnsemble([w.build_model(), w.build_model()])
+    g.load_state_dict(load(run, "G"))
+    g.eval()
+    total = 0.0
+    for name in ("0", "1"):
+        m = w.build_model()
+        m.load_state_dict(load(run, name))
+        m.eval()
+        with torch.no_grad():
+            for x, _ in eval_batches(w.val_dataset(), 1, 0, 128):
+                total += float(F.kl_div(F.log_softmax(m(x), -1), g(x), log_target=True, reduction="sum"))
+    return total
+
+
+def test_compression_pulls_local_models_toward_the_ensemble(runs):
+    """After round 1 at update 3, three updates with (EC-DNN) and without (E-DNN) compression;
+    the run ends at update 5 before round 2, so model_G.pt is round 1's ensemble."""
+    ec = runs("ec_dnn_5", deep_update(EC, {"train": {"steps": 5, "eval_every": 5}}))
+    e = runs("e_dnn_5", deep_update(EDNN, {"train": {"steps": 5, "eval_every": 5}}))
+    w = workload_of(EC)
+    assert _kl_to_global(ec, w) < _kl_to_global(e, w)
+
+
+def test_ec_dnn_exchange_bytes_closed_form(runs):
+    s = read_summary(runs("ec_dnn", EC))["comm"]["by_category"]
+    rounds, world, K = 2, 2, 2
+    assert s["param_exchange"]["sent_bytes_all_ranks"] == rounds * world * (K - 1) * state_bytes(EC)
+
+
+def test_label_smoothing_and_ensemble_run(runs):
+    ls = read_rows(runs("label_smoothing", {"algorithm": {"name": "label_smoothing", "prior": "unigram",
+                                                          "weight": 0.2}}))
+    assert {r["model"] for r in ls} == {"0"}
+    ens = read_rows(runs("ensemble", {**TWO_MODELS, "algorithm": {"name": "ensemble"}}))
+    last = {r["model"]: r for r in ens if r["step"] == 6}
+    assert set(last) == {"0", "1", "ensemble"}
+    assert last["ensemble"]["val_loss"] <= (last["0"]["val_loss"] + last["1"]["val_loss"]) / 2 + 1e-9

@@ -1,0 +1,52 @@
+"""The distillation term: zero gradient at agreement, temperature as documented."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from codist.distill import distill_loss, teacher_probs
+
+
+@pytest.mark.parametrize("kind", ["kl", "soft_ce"])
+@pytest.mark.parametrize("T", [1.0, 4.0])
+def test_zero_gradient_when_student_equals_teacher(kind, T):
+    z = torch.randn(8, 10, requires_grad=True)
+    target = teacher_probs([z.detach().clone()], T)
+    distill_loss(z, target, T, kind).backward()
+    assert z.grad.abs().max() < 1e-6
+
+
+def test_gradient_nonzero_when_they_differ():
+    z = torch.randn(8, 10, requires_grad=True)
+    distill_loss(z, teacher_probs([torch.randn(8, 10)], 2.0), 2.0).backward()
+    assert z.grad.abs().max() > 1e-3
+
+
+def test_kl_value_is_T_squared_times_kl_of_softened_distributions():
+    s, t, T = torch.randn(16, 5), torch.randn(16, 5), 3.0
+    q = F.softmax(t / T, -1)
+    expected = F.kl_div(F.log_softmax(s / T, -1), q, reduction="batchmean") * T * T
+    torch.testing.assert_close(distill_loss(s, teacher_probs([t], T), T, "kl"), expected)
+    assert float(distill_loss(t, teacher_probs([t], T), T, "kl")) == pytest.approx(0, abs=1e-6)
+
+
+def test_soft_ce_is_kl_plus_teacher_entropy():
+    s, t, T = torch.randn(16, 5), torch.randn(16, 5), 2.0
+    q = teacher_probs([t], T)
+    entropy = -(q * q.log()).sum(-1).mean() * T * T
+    torch.testing.assert_close(distill_loss(s, q, T, "soft_ce"), distill_loss(s, q, T, "kl") + entropy)
+
+
+def test_higher_temperature_softens_teacher():
+    t = torch.randn(4, 10) * 3
+    ent = lambda p: float(-(p * p.log()).sum(-1).mean())
+    assert ent(teacher_probs([t], 1.0)) < ent(teacher_probs([t], 4.0)) < ent(teacher_probs([t], 16.0))
+
+
+def test_teacher_probs_is_mean_of_teachers():
+    a, b = torch.randn(3, 4), torch.randn(3, 4)
+    torch.testing.assert_close(teacher_probs([a, b], 1.0), (F.softmax(a, -1) + F.softmax(b, -1)) / 2)
+
+
+def test_unknown_kind_rejected():
+    with pytest.raises(ValueError, match="allowed 'kl', 'soft_ce'"):
+        distill_loss(torch.zeros(1, 2), torch.full((1, 2), 0.5), 1.0, "mse")
