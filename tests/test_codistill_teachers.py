@@ -31,7 +31,7 @@ def _worker(rank, world, port, out):
         "algorithm": {"name": "codistill", "exchange_every": K, "burn_in": BURN_IN, "data": "same"}}))
     topo = init(2, "gloo")
     meter = CommMeter(topo.rank, topo.model_of())
-    meter.install_deepspeed_hooks()
+    meter.install_hooks()
     workload = build_workload(cfg.workload, cfg.seed)
     algo = Codistill(TrainContext(cfg, topo, meter, workload, torch.device("cpu")))
     algo.setup()

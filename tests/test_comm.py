@@ -37,6 +37,7 @@ def _worker(rank, world, port, out):
     groups = [dist.new_group([0, 1]), dist.new_group([2, 3])]
     cross = [dist.new_group([0, 2]), dist.new_group([1, 3])]
     meter = CommMeter(rank, model_of=[0, 0, 1, 1])
+    meter.install_hooks()
     t = torch.ones(250)  # 1000 bytes
     with meter.category("grad_allreduce"):
         meter.all_reduce(t, group=groups[rank // 2])
@@ -44,6 +45,11 @@ def _worker(rank, world, port, out):
         src = [0, 1][rank % 2]          # model 0's rank broadcasts to model 1's rank
         meter.broadcast(t, src=src, group=cross[rank % 2])
     meter.all_reduce(torch.ones(10), category="model_average")   # world, spans both models
+    with meter.category("prediction_exchange"):                 # a plain torch.distributed call is seen too
+        peer = rank ^ 2                                           # 0<->2, 1<->3: across models
+        reqs = [dist.isend(torch.ones(5), peer), dist.irecv(torch.empty(5), peer)]
+        for r in reqs:
+            r.wait()
     ok = torch.equal(t, torch.full((250,), 2.0))                 # the collectives really ran
     out[rank] = (meter.as_tensor(), ok)
     dist.destroy_process_group()
@@ -68,4 +74,8 @@ def test_meter_counts_real_collectives_by_formula_and_tier():
     # world all-reduce of 40 B over 4 ranks: 2*3/4*40 = 60 B per rank, between models
     assert s["model_average"]["sent_bytes_all_ranks"] == 4 * 60
     assert s["model_average"]["between_group_sent_bytes"] == 4 * 60
+    # point-to-point: each rank sends 20 B and receives 20 B, between models
+    assert s["prediction_exchange"]["sent_bytes_all_ranks"] == 4 * 20
+    assert s["prediction_exchange"]["recv_bytes_all_ranks"] == 4 * 20
+    assert s["prediction_exchange"]["between_group_sent_bytes"] == 4 * 20
     assert set(s) <= set(CATEGORIES)

@@ -10,9 +10,9 @@ bandwidth-optimal algorithm of each collective (p = group size, B = payload byte
   send / recv            the sender sends B, the receiver receives B
   barrier                0
 
-Our own collectives call the meter's methods (which call torch.distributed); the
-collectives DeepSpeed's engine issues internally go through `deepspeed.comm`, whose
-functions `install_deepspeed_hooks` wraps so they are counted under the current category.
+`install_hooks` wraps torch.distributed's collectives, the one choke point through which
+our own calls, DeepSpeed's engine (deepspeed.comm calls torch.distributed) and torch's
+averagers and DDP comm hooks all pass; each is counted under the current category.
 
 Tiers: a collective whose group lies inside one model's data-parallel group travels on
 fast links ("within"); one whose group spans several models' groups travels between
@@ -110,6 +110,7 @@ class CommMeter:
             sent, recv = 0, payload
         elif op == "barrier":
             sent = recv = 0
+            category = category or "control"
         else:
             raise ValueError(f"the meter has no byte formula for collective {op!r}")
         c = self.counts[(category or self.current, self._tier(ranks))]
@@ -117,92 +118,88 @@ class CommMeter:
         c.recv += recv
         c.calls += 1
 
-    # ------------------------------------------------------------ our collectives
+    # ------------------------------------------------------------ collectives
+    # Convenience wrappers: run a torch.distributed collective under a category. The
+    # counting itself happens in the hooks below, which see every caller alike.
     def all_reduce(self, tensor, group=None, op=dist.ReduceOp.SUM, category=None, async_op=False):
-        self.record("all_reduce", tensor_bytes(tensor), group, category=category)
-        return dist.all_reduce(tensor, op=op, group=group, async_op=async_op)
+        with self.category(category or self.current):
+            return dist.all_reduce(tensor, op=op, group=group, async_op=async_op)
 
     def broadcast(self, tensor, src: int, group=None, category=None, async_op=False):
-        self.record("broadcast", tensor_bytes(tensor), group, src=src, category=category)
-        return dist.broadcast(tensor, src=src, group=group, async_op=async_op)
+        with self.category(category or self.current):
+            return dist.broadcast(tensor, src=src, group=group, async_op=async_op)
 
     def all_gather(self, tensor_list, tensor, group=None, category=None, async_op=False):
-        self.record("all_gather", tensor_bytes(tensor), group, category=category)
-        return dist.all_gather(tensor_list, tensor, group=group, async_op=async_op)
+        with self.category(category or self.current):
+            return dist.all_gather(tensor_list, tensor, group=group, async_op=async_op)
 
     def exchange(self, send: torch.Tensor, dst: int, recv: torch.Tensor, src: int, category=None) -> None:
         """Point-to-point: send `send` to global rank dst while receiving `recv` from src."""
-        pair = lambda peer: _PairGroup([self.rank, peer])
-        self.record("send", tensor_bytes(send), pair(dst), category=category)
-        self.record("recv", tensor_bytes(recv), pair(src), category=category)
-        reqs = [dist.isend(send, dst), dist.irecv(recv, src)]
+        with self.category(category or self.current):
+            reqs = [dist.isend(send, dst), dist.irecv(recv, src)]
         for r in reqs:
             r.wait()
 
     def barrier(self, group=None, category="control"):
-        self.record("barrier", 0, group, category=category)
-        return dist.barrier(group=group)
+        with self.category(category):
+            return dist.barrier(group=group)
 
-    # ------------------------------------------------------------ DeepSpeed's collectives
-    def install_deepspeed_hooks(self) -> None:
-        """Route `deepspeed.comm` collectives through the meter (counted, then executed)."""
-        import deepspeed.comm as dscomm
-        import deepspeed.comm.comm as dscomm_impl
+    # ------------------------------------------------------------ the hooks
+    def install_hooks(self) -> None:
+        """Count every torch.distributed collective of this process under the current category.
 
-        def payload_first(name, op):
-            original = getattr(dscomm_impl, name)
+        torch.distributed is the one choke point: our wrappers above, DeepSpeed's engine
+        (deepspeed.comm calls torch.distributed.*), torch's model averagers and DDP comm hooks
+        all go through it. (DDP's built-in C++ all-reduce does not: DDP-based algorithms
+        register a Python comm hook.)
+        """
+        import inspect
 
-            @functools.wraps(original)
-            def wrapped(tensor, *args, **kwargs):
-                group = kwargs.get("group")
-                src = kwargs.get("src", args[0] if op == "broadcast" and args else None)
-                if op == "all_reduce_coalesced":
-                    self.record("all_reduce", sum(tensor_bytes(t) for t in tensor), group)
-                else:
-                    self.record(op, tensor_bytes(tensor), group, src=src)
-                return original(tensor, *args, **kwargs)
-            return wrapped
-
-        def gather_like(name, op):
-            original = getattr(dscomm_impl, name)
-
-            @functools.wraps(original)
-            def wrapped(output, input_, *args, **kwargs):
-                group = kwargs.get("group", args[0] if args else None)
-                # all_gather(list, tensor): payload is the input; *_tensor variants: also the input
-                payload = tensor_bytes(input_) if op == "all_gather" else sum(
-                    tensor_bytes(t) for t in (input_ if isinstance(input_, (list, tuple)) else [input_]))
-                self.record(op, payload, group)
-                return original(output, input_, *args, **kwargs)
-            return wrapped
-
-        def barrier(name):
-            original = getattr(dscomm_impl, name)
+        def hook(name, op, payload_of):
+            original = getattr(dist, name)
+            if getattr(original, "_codist_metered", False):
+                return
+            sig = inspect.signature(original)
 
             @functools.wraps(original)
             def wrapped(*args, **kwargs):
-                self.record("barrier", 0, kwargs.get("group"), category="control")
+                a = sig.bind(*args, **kwargs).arguments
+                group = a.get("group")
+                if op in ("send", "recv"):
+                    peer = a.get("dst", a.get("src"))
+                    group = _PairGroup([self.rank, peer])
+                self.record(op, payload_of(a), group, src=a.get("src"))
                 return original(*args, **kwargs)
-            return wrapped
+            wrapped._codist_metered = True
+            setattr(dist, name, wrapped)
 
-        patches = {
-            "all_reduce": payload_first("all_reduce", "all_reduce"),
-            "inference_all_reduce": payload_first("inference_all_reduce", "all_reduce"),
-            "all_reduce_coalesced": payload_first("all_reduce_coalesced", "all_reduce_coalesced"),
-            "broadcast": payload_first("broadcast", "broadcast"),
-            "all_gather": gather_like("all_gather", "all_gather"),
-            "all_gather_into_tensor": gather_like("all_gather_into_tensor", "all_gather"),
-            "reduce_scatter_tensor": gather_like("reduce_scatter_tensor", "reduce_scatter"),
-            "barrier": barrier("barrier"),
-        }
-        for name, fn in patches.items():
-            setattr(dscomm, name, fn)
-            setattr(dscomm_impl, name, fn)
+        first = lambda key: (lambda a: tensor_bytes(a[key]))
+        every = lambda key: (lambda a: sum(tensor_bytes(t) for t in a[key]))
+        hook("all_reduce", "all_reduce", first("tensor"))
+        hook("all_reduce_coalesced", "all_reduce", every("tensors"))
+        hook("broadcast", "broadcast", first("tensor"))
+        hook("all_gather", "all_gather", first("tensor"))
+        hook("all_gather_into_tensor", "all_gather", first("input_tensor"))
+        hook("reduce_scatter_tensor", "reduce_scatter", first("input"))
+        hook("send", "send", first("tensor"))
+        hook("isend", "send", first("tensor"))
+        hook("recv", "recv", first("tensor"))
+        hook("irecv", "recv", first("tensor"))
+        hook("barrier", "barrier", lambda a: 0)
 
     # ------------------------------------------------------------ reporting
     def sent_bytes(self, categories=TRAINING_CATEGORIES, tier: str | None = None) -> int:
         return sum(c.sent for (cat, t), c in self.counts.items()
                    if cat in categories and (tier is None or t == tier))
+
+    def load_tensor(self, t: torch.Tensor) -> None:
+        """Restore counters saved with `as_tensor` (resuming from a checkpoint)."""
+        self.counts.clear()
+        for i, cat in enumerate(CATEGORIES):
+            for j, tier in enumerate(("within", "between")):
+                sent, recv, calls = (int(v) for v in t[i, j])
+                if sent or recv or calls:
+                    self.counts[(cat, tier)] = Counter(sent, recv, calls)
 
     def as_tensor(self) -> torch.Tensor:
         """[category, tier, (sent, recv, calls)] int64, for summing over ranks."""

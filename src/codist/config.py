@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .workloads import WorkloadConfig
+from .workloads import WorkloadConfig, data_version
 
 
 class ConfigError(ValueError):
@@ -99,12 +99,33 @@ class EnsembleConfig(_Section):
     data: Literal["disjoint", "same", "shuffled"] = "shuffled"
 
 
+class PowerSGDConfig(_Section):
+    """Sync data parallel with PowerSGD-compressed gradients (Vogels et al. 2019), through torch DDP's
+    powerSGD_hook: vanilla all-reduce for the first `start_iter` updates, then rank-`rank` factors."""
+    name: Literal["powersgd"] = "powersgd"
+    rank: int = Field(1, ge=1, description="matrix approximation rank")
+    start_iter: int = Field(10, ge=2, description="updates of plain all-reduce first (torch requires > 1)")
+    min_compression_rate: float = Field(2.0, gt=0)
+    error_feedback: bool = True
+    warm_start: bool = True
+
+
+class PostLocalSGDConfig(_Section):
+    """Post-local SGD (Lin et al. 2020) through torch's post_localSGD_hook and PeriodicModelAverager:
+    global sync SGD for `warmup_steps`, then gradients all-reduced only inside each of the
+    parallel.models groups, and parameters averaged over all ranks every `tau` updates."""
+    name: Literal["post_local_sgd"] = "post_local_sgd"
+    tau: int = Field(4, ge=1, description="updates between global parameter averages")
+    warmup_steps: int = Field(10, ge=0, description="updates of global sync SGD before local SGD starts")
+    data: Literal["disjoint", "shuffled"] = "disjoint"
+
+
 AlgorithmConfig = Annotated[
     Union[AllReduceConfig, CodistillConfig, ModelAverageConfig, EnsembleCompressConfig,
-          LabelSmoothingConfig, EnsembleConfig],
+          LabelSmoothingConfig, EnsembleConfig, PowerSGDConfig, PostLocalSGDConfig],
     Field(discriminator="name"),
 ]
-MULTI_MODEL = {"codistill": 2, "model_average": 2, "ensemble_compress": 2, "ensemble": 2}
+MULTI_MODEL = {"codistill": 2, "model_average": 2, "ensemble_compress": 2, "ensemble": 2, "post_local_sgd": 2}
 
 
 class ParallelConfig(_Section):
@@ -124,6 +145,9 @@ class LaunchConfig(_Section):
     threads_per_rank: int | None = Field(None, ge=1, description="default: cores // world_size")
     master_port: int | None = Field(None, ge=1024, le=65535, description="default: a free port")
     oversubscribe: bool = Field(False, description="allow more CPU ranks than cores (slow; wall times inflate)")
+    collective_timeout_s: int = Field(600, ge=10, description="a collective waiting longer fails the run")
+    hang_timeout_s: int = Field(900, ge=10, description="the launcher kills a run whose rank made no "
+                                "progress for this long and names the rank")
 
 
 class OptimizerConfig(_Section):
@@ -150,6 +174,8 @@ class TrainConfig(_Section):
     eval_every: int = Field(50, ge=1, description="evaluate every this many steps (and at the last step)")
     eval_batch: int = Field(500, ge=1)
     save_model: bool = Field(True, description="write model_<name>.pt (state dict) at the end")
+    checkpoint_every: int = Field(0, ge=0, description="updates between checkpoints (0: none); a rerun "
+                                  "resumes from the newest")
 
 
 class RunConfig(_Section):
@@ -284,15 +310,26 @@ def to_dict(cfg: RunConfig) -> dict[str, Any]:
     return cfg.model_dump(mode="json")
 
 
+#: config keys that do not change a run's results, so are not part of its id
+NOT_IN_RUN_ID = ("name", "launch", "train.save_model", "train.checkpoint_every")
+
+
 def run_id(cfg: RunConfig) -> str:
     """12 hex digits of the hash of everything that changes the results.
 
-    The label (`name`) and the launch section (launcher, threads, port) are left out, so
-    a run shared by several figures has one id and runs once.
+    Left out: the label, the launch section (launcher, threads, port, timeouts), whether the
+    final model is saved and how often to checkpoint; so a run shared by several figures has
+    one id and runs once. In: the workload's data version, so regenerated embedded data
+    gives new ids instead of stale results.
     """
     d = to_dict(cfg)
-    d.pop("name", None)
-    d.pop("launch", None)
+    for key in NOT_IN_RUN_ID:
+        *path, last = key.split(".")
+        node = d
+        for part in path:
+            node = node[part]
+        node.pop(last, None)
+    d["data_version"] = data_version(cfg.workload.name)
     blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 

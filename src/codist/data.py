@@ -74,3 +74,14 @@ def model_data(dataset: Dataset, kind: str, model: int, models: int, seed: int) 
     if isinstance(dataset, TensorDataset):
         return TensorDataset(*(t[part] for t in dataset.tensors)), seed
     return Subset(dataset, part.tolist()), seed
+
+
+def to_device(obj, device: torch.device):
+    """Tensors, or tuples/lists/dicts of them, moved to `device`."""
+    if torch.is_tensor(obj):
+        return obj.to(device, non_blocking=True)
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(to_device(o, device) for o in obj)
+    if isinstance(obj, dict):
+        return {k: to_device(v, device) for k, v in obj.items()}
+    return obj

@@ -79,10 +79,13 @@ class ModelGroupMPU:
         return 0
 
 
-def init(models: int, backend: str) -> Topology:
-    """Join the job (env:// rendezvous set by the launcher) and build the groups."""
+def init(models: int, backend: str, timeout_s: int = 600) -> Topology:
+    """Join the job (env:// rendezvous set by the launcher) and build the groups. A collective
+    that waits longer than `timeout_s` (a dead or hung peer) raises instead of hanging."""
+    from datetime import timedelta
+
     import deepspeed
-    deepspeed.init_distributed(dist_backend=backend, auto_mpi_discovery=False)
+    deepspeed.init_distributed(dist_backend=backend, auto_mpi_discovery=False, timeout=timedelta(seconds=timeout_s))
     rank, world = dist.get_rank(), dist.get_world_size()
     m = world // models
     dp_groups = [dist.new_group(list(range(i * m, (i + 1) * m))) for i in range(models)]

@@ -7,7 +7,10 @@ alternative: torchrun. Threads per rank = cores / ranks unless the config says o
 """
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -79,19 +82,97 @@ def launch_env(cfg: RunConfig, device: str, threads: int) -> dict[str, str]:
     return env
 
 
+EXIT_PREEMPTED = 3   # the ranks checkpointed on a signal (codist.train.EXIT_PREEMPTED)
+
+
+def rank_reports(out: Path) -> dict[int, dict]:
+    reports = {}
+    for path in sorted((out / ".ranks").glob("rank-*.json")):
+        try:
+            reports[int(path.stem.split("-")[1])] = json.loads(path.read_text())
+        except (ValueError, OSError):
+            continue
+    return reports
+
+
+def diagnose(out: Path, world: int, returncode: int) -> str:
+    """Name the rank(s) that ended the run, from what each rank wrote under RUN/.ranks/.
+
+    A rank still marked running after the launcher exited died without raising (SIGKILL, out of
+    memory): it is the cause, and the errors of the others (connection reset) its consequence."""
+    reports = rank_reports(out)
+    missing = [r for r in range(world) if r not in reports]
+    died = sorted((r for r, info in reports.items() if info.get("state") == "running"),
+                  key=lambda r: reports[r]["unix"])
+    errors = [f"rank {r} failed: {info['error']}" for r, info in reports.items() if info.get("state") == "error"]
+    parts = []
+    if missing:
+        parts.append(f"rank(s) {missing} never started")
+    parts += [f"rank {r} died without an error at update {reports[r]['step']} (killed, or out of memory?)"
+              for r in died]
+    if errors:
+        parts.append(("then " if died else "") + "; ".join(errors))
+    return "; ".join(parts) + f" (launcher exit code {returncode})" if parts else f"launcher exit code {returncode}"
+
+
+def _watch(proc: subprocess.Popen, out: Path, hang_s: int, world: int) -> str | None:
+    """Wait for the launcher; if no rank has made progress for `hang_s`, kill the job and say which
+    rank stopped first (a hung rank blocks the others in their next collective)."""
+    while proc.poll() is None:
+        time.sleep(1.0)
+        reports = rank_reports(out)
+        running = {r: i for r, i in reports.items() if i.get("state") == "running"}
+        if len(reports) == world and running and time.time() - max(i["unix"] for i in running.values()) > hang_s:
+            first = min(running, key=lambda r: running[r]["unix"])
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return (f"no rank made progress for {hang_s} s (launch.hang_timeout_s); rank {first} was the "
+                    f"first to stop, at update {running[first]['step']}; the job was killed")
+    return None
+
+
 def run(cfg: RunConfig, out: str | os.PathLike) -> int:
-    """Write the resolved config into `out`, start every rank, wait; returns the exit code."""
+    """Write the resolved config into `out`, start every rank, wait; returns the exit code.
+
+    SIGTERM, SIGINT or SIGUSR1 (SLURM preemption) sent to this process reach the ranks as
+    SIGTERM: they checkpoint and exit with EXIT_PREEMPTED; rerunning resumes.
+    """
     device = resolve_device(cfg)
     check_fits(cfg, device)
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(out / ".ranks", ignore_errors=True)
     config_path = out / "config.yaml"
     dump(cfg, config_path)
     port = cfg.launch.master_port or free_port()
     threads = threads_per_rank(cfg)
     cmd = build_command(cfg, config_path, out, port)
-    proc = subprocess.run(cmd, env=launch_env(cfg, device, threads))
-    if proc.returncode == 0 and not (out / "summary.json").exists():
+    proc = subprocess.Popen(cmd, env=launch_env(cfg, device, threads), start_new_session=True)
+
+    def forward(signum, frame):
+        proc.send_signal(signal.SIGTERM)
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)}
+    try:
+        hang = _watch(proc, out, cfg.launch.hang_timeout_s, cfg.parallel.world_size)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    rc = proc.returncode
+    reports = rank_reports(out)
+    if rc != 0 and len(reports) == cfg.parallel.world_size and all(
+            r.get("state") == "preempted" for r in reports.values()):
+        rc = EXIT_PREEMPTED   # the launcher's own code after a SIGTERM varies (torchrun: 1)
+    if hang:
+        print(f"codist: {out.name}: {hang}", file=sys.stderr)
+        return 1
+    if rc == EXIT_PREEMPTED:
+        print(f"codist: {out.name}: preempted; checkpoint written, rerun the same command to resume",
+              file=sys.stderr)
+        return rc
+    if rc != 0:
+        print(f"codist: {out.name}: run failed: {diagnose(out, cfg.parallel.world_size, rc)}", file=sys.stderr)
+        return rc
+    if not (out / "summary.json").exists():
         print(f"codist: launcher exited 0 but {out / 'summary.json'} was not written", file=sys.stderr)
         return 1
-    return proc.returncode
+    return 0

@@ -16,11 +16,16 @@ from importlib import metadata
 from pathlib import Path
 
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write to a temp file in the same directory, fsync, then rename over `path`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, 0o666 & ~_UMASK)   # mkstemp makes 0600; results are shared files
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
@@ -38,6 +43,7 @@ def atomic_torch_save(obj, path: str | os.PathLike) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.fchmod(fd, 0o666 & ~_UMASK)
     os.close(fd)
     try:
         torch.save(obj, tmp)
@@ -64,10 +70,45 @@ class MetricsLog:
             f.flush()
             os.fsync(f.fileno())
 
+    def replace(self, rows: list[dict]) -> None:
+        """Start the file over with `rows` (none for a fresh run; a checkpoint's for a resumed one)."""
+        atomic_write_text(self.path, "".join(json.dumps(r) + "\n" for r in rows))
+
     def rows(self) -> list[dict]:
         if not self.path.exists():
             return []
         return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+
+
+class Heartbeat:
+    """RUN/.ranks/rank-<r>.json: pid, last update done and time, or the error that ended the
+    rank. The launcher reads these to name a rank that died or hangs."""
+
+    def __init__(self, run: Path, rank: int, every_s: float = 2.0):
+        self.path = Path(run) / ".ranks" / f"rank-{rank}.json"
+        self.every_s, self.last = every_s, 0.0
+        self.write({"state": "running", "step": 0})
+        import sys
+        previous = sys.excepthook
+
+        def on_error(kind, value, tb):
+            self.write({"state": "error", "error": f"{kind.__name__}: {value}"})
+            previous(kind, value, tb)
+        sys.excepthook = on_error
+
+    def write(self, info: dict) -> None:
+        import time
+        atomic_write_json(self.path, {"pid": os.getpid(), "unix": time.time(), **info})
+
+    def beat(self, step: int) -> None:
+        import time
+        now = time.monotonic()
+        if now - self.last >= self.every_s:
+            self.last = now
+            self.write({"state": "running", "step": step})
+
+    def finish(self) -> None:
+        self.write({"state": "done"})
 
 
 PACKAGES = ("torch", "torchvision", "deepspeed", "numpy", "pydantic", "snakemake", "fairseq-fixed", "pandas")

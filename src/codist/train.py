@@ -7,20 +7,26 @@ algorithm and the workload only through their interfaces.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
 
 import torch
 
+from . import checkpoint
 from . import config as config_mod
 from .algorithms import TrainContext, build_algorithm
 from .comm import CommMeter, summarize
-from .data import BatchStream, eval_batches
+from .data import eval_batches, to_device
 from .distributed import init, pick_device
-from .runlog import MetricsLog, atomic_torch_save, atomic_write_json, git_state, hardware, package_versions
+from .runlog import Heartbeat, MetricsLog, atomic_torch_save, atomic_write_json, git_state, hardware, package_versions
 from .workloads import build_workload
+
+
+EXIT_PREEMPTED = 3   # checkpointed on SIGTERM/SIGUSR1: not done, rerun to resume
 
 
 def parse_args(argv=None):
@@ -47,9 +53,10 @@ class Evaluator:
             was_training = model.training
             model.eval()
             sums: dict[str, float] = {}
-            for x, y in eval_batches(self.val, topo.ranks_per_model, topo.dp_rank, ctx.cfg.train.eval_batch):
-                out = model(x.to(ctx.device))
-                for k, v in ctx.workload.eval_sums(out, y.to(ctx.device)).items():
+            for batch in eval_batches(self.val, topo.ranks_per_model, topo.dp_rank, ctx.cfg.train.eval_batch):
+                x, y = to_device(batch, ctx.device)
+                out = ctx.workload.forward(model, x)
+                for k, v in ctx.workload.eval_sums(out, y).items():
                     sums[k] = sums.get(k, 0.0) + v
             model.train(was_training)
             rows[name] = sums
@@ -78,7 +85,7 @@ class Evaluator:
         return out
 
 
-def write_manifest(cfg, out: Path, topo, threads: int, device) -> None:
+def write_manifest(cfg, out: Path, topo, threads: int, device, resumed_from: int | None) -> None:
     atomic_write_json(out / "manifest.json", {
         "run_id": cfg.run_id(),
         "name": cfg.name,
@@ -96,7 +103,26 @@ def write_manifest(cfg, out: Path, topo, threads: int, device) -> None:
         "launcher": os.environ.get("CODIST_LAUNCHER", "unknown"),
         "command": sys.argv,
         "started_unix": time.time(),
+        "resumed_from_step": resumed_from,
     })
+
+
+class StopFlag:
+    """SIGTERM / SIGUSR1 (SLURM preemption) ask the run to checkpoint and exit; the ranks agree
+    on it with one tiny all-reduce per update, so they all stop after the same update."""
+
+    def __init__(self):
+        self.raised = 0
+        for sig in (signal.SIGTERM, signal.SIGUSR1):
+            signal.signal(sig, self._handler)
+
+    def _handler(self, signum, frame):
+        self.raised = 1
+
+    def agreed(self, meter) -> bool:
+        flag = torch.tensor([self.raised], dtype=torch.int32)
+        meter.all_reduce(flag, op=torch.distributed.ReduceOp.MAX, category="control")
+        return bool(flag.item())
 
 
 def main(argv=None) -> int:
@@ -107,52 +133,78 @@ def main(argv=None) -> int:
     threads = int(os.environ.get("CODIST_THREADS_PER_RANK") or os.environ.get("OMP_NUM_THREADS") or 1)
     torch.set_num_threads(threads)
     device, backend = pick_device(cfg.launch.device)
-    topo = init(cfg.parallel.models, backend)
+    stop = StopFlag()
+    topo = init(cfg.parallel.models, backend, timeout_s=cfg.launch.collective_timeout_s)
+    heartbeat = Heartbeat(out, topo.rank)
     meter = CommMeter(topo.rank, topo.model_of())
-    meter.install_deepspeed_hooks()
+    meter.install_hooks()
     lead = topo.rank == 0
+    run_id = cfg.run_id()
 
     workload = build_workload(cfg.workload, cfg.seed)
     ctx = TrainContext(cfg, topo, meter, workload, device)
     algo = build_algorithm(ctx)
     algo.setup()
-    train_set, data_seed = algo.train_data(workload.train_dataset())
-    stream = BatchStream(train_set, cfg.train.batch_per_rank, topo.ranks_per_model, topo.dp_rank, data_seed)
+    stream = algo.train_stream()
     evaluate = Evaluator(ctx, algo)
     log = MetricsLog(out / "metrics.jsonl")
-    if lead:
-        for stale in ("metrics.jsonl", "summary.json"):
-            (out / stale).unlink(missing_ok=True)
-        write_manifest(cfg, out, topo, threads, device)
+
+    steps, per_model_batch = cfg.train.steps, cfg.train.batch_per_rank * topo.ranks_per_model
+    timers = {"train_s": 0.0, "eval_s": 0.0, "loss_sum": 0.0, "loss_n": 0}
+    start = checkpoint.latest(out, run_id) if cfg.train.checkpoint_every else None
+    rows: list[dict] = []
+    if start is not None:   # resume: state, RNG, counters, timers and metrics rows as they were at `start`
+        group_state, rank_state = checkpoint.load(out, start, run_id, topo.rank, topo.model_index)
+        algo.load_checkpoint_state(group_state["algorithm"])
+        torch.set_rng_state(rank_state["rng"])
+        meter.load_tensor(rank_state["meter"])
+        timers, rows = rank_state["timers"], json.loads(rank_state["rows"])
+    torch.distributed.barrier()   # every rank has read the checkpoint before rank 0 touches files
+    if lead:   # the rows come from the checkpoint: metrics.jsonl may be gone (snakemake deletes it)
+        (out / "summary.json").unlink(missing_ok=True)
+        log.replace(rows)
+        write_manifest(cfg, out, topo, threads, device, resumed_from=start)
+    history: dict[str, list[dict]] = {}
+    for row in rows:
+        history.setdefault(row["model"], []).append(row)
+    start = start or 0
+
+    def save_checkpoint(done: int) -> None:
+        group_state = None
+        if topo.dp_rank == 0:
+            group_state = {"group": topo.model_index, "algorithm": algo.checkpoint_state()}
+        checkpoint.save(out, done, run_id, topo.rank, group_state,
+                        {"rng": torch.get_rng_state(), "meter": meter.as_tensor(), "timers": timers,
+                         "rows": json.dumps(rows)},
+                        barrier=lambda: meter.barrier())
 
     launched = float(os.environ.get("CODIST_LAUNCH_UNIX", t_process))
-    steps, per_model_batch = cfg.train.steps, cfg.train.batch_per_rank * topo.ranks_per_model
-    history: dict[str, list[dict]] = {}
-    train_s = eval_s = 0.0
-    loss_sum, loss_n = 0.0, 0
     bar = None
     if lead:
         from tqdm import tqdm
-        bar = tqdm(total=steps, desc=cfg.name or cfg.run_id(), unit="step", file=sys.stderr,
+        bar = tqdm(total=steps, initial=start, desc=cfg.name or run_id, unit="step", file=sys.stderr,
                    dynamic_ncols=True, mininterval=1.0)
     first_step_unix = None
-    for step in range(steps):
+    for step in range(start, steps):
         t0 = time.perf_counter()
         if first_step_unix is None:
             first_step_unix = time.time()
         loss = algo.train_step(step, stream.batch(step))
-        train_s += time.perf_counter() - t0
-        loss_sum, loss_n = loss_sum + loss, loss_n + 1
+        timers["train_s"] += time.perf_counter() - t0
+        timers["loss_sum"] += loss
+        timers["loss_n"] += 1
         done = step + 1
+        heartbeat.beat(done)
         if done % cfg.train.eval_every == 0 or done == steps:
             t1 = time.perf_counter()
-            results = evaluate(loss_sum, loss_n)
-            eval_s += time.perf_counter() - t1
-            loss_sum, loss_n = 0.0, 0
+            results = evaluate(timers["loss_sum"], timers["loss_n"])
+            timers["eval_s"] += time.perf_counter() - t1
+            timers["loss_sum"], timers["loss_n"] = 0.0, 0
             for name, metrics in results.items():
-                row = {"step": done, "samples": done * per_model_batch, "wall_s": round(train_s, 4),
+                row = {"step": done, "samples": done * per_model_batch, "wall_s": round(timers["train_s"], 4),
                        "model": name, **metrics}
                 history.setdefault(name, []).append(row)
+                rows.append(row)
                 if lead:
                     log.append(row)
             if bar is not None:
@@ -160,33 +212,47 @@ def main(argv=None) -> int:
                 bar.set_postfix({workload.metric.name: f"{first[workload.metric.name]:.4f}"}, refresh=False)
         if bar is not None:
             bar.update(1)
+        if done < steps and stop.agreed(meter):
+            save_checkpoint(done)
+            if lead:
+                print(f"codist: stopped by signal after update {done}; checkpoint written, rerun to resume",
+                      file=sys.stderr)
+            torch.distributed.destroy_process_group()
+            heartbeat.write({"state": "preempted", "step": done})
+            return EXIT_PREEMPTED
+        if cfg.train.checkpoint_every and done % cfg.train.checkpoint_every == 0 and done < steps:
+            save_checkpoint(done)
     if bar is not None:
         bar.close()
 
+    models = algo.eval_models()   # on every rank: some algorithms gather models here
     if cfg.train.save_model and topo.dp_rank == 0:  # one copy per model, from its group's first rank
-        for name, model in algo.eval_models().items():
+        for name, model in models.items():
             atomic_torch_save(model.state_dict(), out / f"model_{name}.pt")
 
     totals = meter.as_tensor()
     meter.all_reduce(totals, category="control")
     if lead:
+        setup_s = (first_step_unix - launched) if first_step_unix else None
         atomic_write_json(out / "summary.json", summary(cfg, workload, history, totals, topo, steps,
-                                                        per_model_batch, train_s, eval_s,
-                                                        setup_s=first_step_unix - launched,
-                                                        elapsed_s=time.time() - launched))
+                                                        per_model_batch, timers, setup_s=setup_s,
+                                                        elapsed_s=time.time() - launched, resumed_from=start))
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
+    heartbeat.finish()
     return 0
 
 
-def summary(cfg, workload, history, totals, topo, steps, per_model_batch, train_s, eval_s, setup_s, elapsed_s):
+def summary(cfg, workload, history, totals, topo, steps, per_model_batch, timers, setup_s, elapsed_s,
+            resumed_from):
     metric = workload.metric
     pick = max if metric.higher_is_better else min
     per_model = {}
     for name, rows in history.items():
         best = pick(rows, key=lambda r: r[metric.name])
         per_model[name] = {"final": rows[-1], "best": {"step": best["step"], metric.name: best[metric.name]}}
-    headline = per_model[next(iter(history))]
+    headline_model = next(iter(history))   # model "0": the first (or only) model
+    headline = per_model[headline_model]
     return {
         "run_id": cfg.run_id(),
         "name": cfg.name,
@@ -195,15 +261,17 @@ def summary(cfg, workload, history, totals, topo, steps, per_model_batch, train_
         "metric": metric.name,
         "higher_is_better": metric.higher_is_better,
         "target": metric.target,
+        "headline_model": headline_model,
         "final_metric": headline["final"][metric.name],
         "best_metric": headline["best"][metric.name],
         "steps": steps,
         "samples": steps * per_model_batch,
         "world_size": topo.world_size,
-        "wall_s": round(train_s, 4),
-        "eval_s": round(eval_s, 4),
-        "setup_s": round(setup_s, 4),
+        "wall_s": round(timers["train_s"], 4),
+        "eval_s": round(timers["eval_s"], 4),
+        "setup_s": None if setup_s is None else round(setup_s, 4),   # launch to first update (of this process)
         "elapsed_s": round(elapsed_s, 4),
+        "resumed_from_step": resumed_from or None,
         "models": per_model,
         "comm": summarize(totals, topo.world_size, steps),
     }

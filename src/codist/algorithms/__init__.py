@@ -4,6 +4,7 @@ from __future__ import annotations
 from .allreduce import AllReduce
 from .base import Algorithm, TrainContext
 from .codistill import Codistill
+from .ddp_baselines import PostLocalSGD, PowerSGD
 from .ensemble import Ensemble
 from .ensemble_compress import EnsembleCompress
 from .label_smoothing import LabelSmoothing
@@ -16,6 +17,8 @@ REGISTRY: dict[str, type[Algorithm]] = {
     "ensemble_compress": EnsembleCompress,
     "label_smoothing": LabelSmoothing,
     "ensemble": Ensemble,
+    "powersgd": PowerSGD,
+    "post_local_sgd": PostLocalSGD,
 }
 
 

@@ -11,11 +11,10 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.utils.data import Dataset
 
 from ..comm import CommMeter
 from ..config import RunConfig
-from ..data import model_data
+from ..data import to_device
 from ..distributed import Topology
 from ..engine import build_engine
 from ..workloads import Workload
@@ -47,17 +46,21 @@ class Algorithm:
         model = self.new_model()
         with self.meter.category("setup"):
             self.engine, self.optimizer = build_engine(self.cfg, self.topo, model)
-        self.model = self.engine.module
+        self.model, self.scheduler = self.engine.module, self.engine.lr_scheduler
 
     def model_seed(self) -> int:
         """Seed of this rank's model initialisation; ranks of one model share it."""
         own = 0 if self.shared_init else self.topo.model_index
         return self.cfg.seed * 1009 + own
 
-    def train_data(self, dataset: Dataset) -> tuple[Dataset, int]:
-        """This model's training data and the seed of its order (see `data.model_data`)."""
-        kind = getattr(self.cfg.algorithm, "data", "same")
-        return model_data(dataset, kind, self.topo.model_index, self.topo.models, self.cfg.seed)
+    def train_stream(self):
+        """This rank's batches: its model's data (`algorithm.data`, default `same`), its slice."""
+        t, c = self.topo, self.cfg
+        return self.workload.train_stream(getattr(c.algorithm, "data", "same"), t.model_index, t.models,
+                                          c.train.batch_per_rank, t.ranks_per_model, t.dp_rank, c.seed)
+
+    def forward(self, model, inputs) -> torch.Tensor:
+        return self.workload.forward(model, inputs)
 
     # ------------------------------------------------------------ one update
     def before_step(self, step: int, x: torch.Tensor, y: torch.Tensor) -> None:
@@ -70,15 +73,27 @@ class Algorithm:
         """Runs after update `step` has been applied."""
 
     def train_step(self, step: int, batch) -> float:
-        x, y = (t.to(self.ctx.device, non_blocking=True) for t in batch)
+        x, y = to_device(batch, self.ctx.device)
         self.before_step(step, x, y)
         with self.meter.category("grad_allreduce"):
-            logits = self.engine(x)
+            logits = self.forward(self.engine, x)
             loss = self.loss(step, x, y, logits)
             self.engine.backward(loss)
             self.engine.step()
         self.after_step(step)
         return loss.item()
+
+    # ------------------------------------------------------------ checkpoints
+    def checkpoint_state(self) -> dict:
+        """Everything this model's group needs to continue exactly (tensors and plain values only:
+        checkpoints load with weights_only=True). Subclasses add their own state."""
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict()}
+
+    def load_checkpoint_state(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
 
     # ------------------------------------------------------------ evaluation
     def eval_names(self) -> list[str]:

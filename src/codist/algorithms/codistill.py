@@ -80,6 +80,16 @@ class Codistill(Algorithm):
                                 src=self.rank_of(src))
             return [buf]
 
+    def checkpoint_state(self) -> dict:
+        return {**super().checkpoint_state(), "exchanges": self.exchanges,
+                "teachers": {str(j): flat_state(m) for j, m in self.teachers.items()}}
+
+    def load_checkpoint_state(self, state: dict) -> None:
+        super().load_checkpoint_state(state)
+        self.exchanges = state["exchanges"]
+        for j, flat in state["teachers"].items():
+            load_flat_state(self.teachers[int(j)], flat)
+
     # ------------------------------------------------------------ hooks
     def before_step(self, step, x, y) -> None:
         a = self.cfg.algorithm
@@ -89,7 +99,7 @@ class Codistill(Algorithm):
         if (step - a.burn_in) % a.exchange_every == 0:
             self.exchange_checkpoints()
         with torch.no_grad():
-            self._teacher_logits = [self.teachers[j](x) for j in self.teacher_ids]
+            self._teacher_logits = [self.forward(self.teachers[j], x) for j in self.teacher_ids]
 
     def loss(self, step, x, y, logits):
         a = self.cfg.algorithm

@@ -13,7 +13,7 @@ from .state import OutputEnsemble, flat_state, frozen, load_flat_state
 class Ensemble(Algorithm):
     def setup(self) -> None:
         super().setup()
-        self.members = OutputEnsemble([frozen(self.new_model()) for _ in range(self.topo.models)])
+        self.members = OutputEnsemble([frozen(self.new_model()) for _ in range(self.topo.models)], self.forward)
 
     def extra_eval_names(self) -> list[str]:
         return ["ensemble"]

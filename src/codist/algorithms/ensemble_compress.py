@@ -30,7 +30,7 @@ class EnsembleCompress(Algorithm):
             m = frozen(self.new_model())
             load_flat_state(m, init)
             members.append(m)
-        self.global_model = frozen(OutputEnsemble(members))
+        self.global_model = frozen(OutputEnsemble(members, self.forward))
         self.rounds = 0
 
     def ensemble_round(self) -> None:
@@ -40,6 +40,16 @@ class EnsembleCompress(Algorithm):
         for member, flat in zip(self.global_model.members, gathered):
             load_flat_state(member, flat)
         self.rounds += 1
+
+    def checkpoint_state(self) -> dict:
+        return {**super().checkpoint_state(), "rounds": self.rounds,
+                "members": [flat_state(m) for m in self.global_model.members]}
+
+    def load_checkpoint_state(self, state: dict) -> None:
+        super().load_checkpoint_state(state)
+        self.rounds = state["rounds"]
+        for member, flat in zip(self.global_model.members, state["members"]):
+            load_flat_state(member, flat)
 
     def after_step(self, step: int) -> None:
         if (step + 1) % self.cfg.algorithm.tau == 0:

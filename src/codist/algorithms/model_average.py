@@ -41,6 +41,13 @@ class ModelAverage(Algorithm):
             torch.nn.utils.vector_to_parameters(flat, tensors)
         self.rounds += 1
 
+    def checkpoint_state(self) -> dict:
+        return {**super().checkpoint_state(), "rounds": self.rounds}
+
+    def load_checkpoint_state(self, state: dict) -> None:
+        super().load_checkpoint_state(state)
+        self.rounds = state["rounds"]
+
     def extra_eval_names(self) -> list[str]:
         return ["G"]
 

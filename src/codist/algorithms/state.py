@@ -36,12 +36,14 @@ def frozen(model: nn.Module) -> nn.Module:
 
 class OutputEnsemble(nn.Module):
     """Equal-weight average of the members' predicted distributions, returned as log-probabilities
-    so that cross-entropy and argmax on its output score the ensemble (Sun et al.'s global model)."""
+    so that cross-entropy and argmax on its output score the ensemble (Sun et al.'s global model).
+    `forward_fn(model, inputs)` is the workload's forward (models may take several inputs)."""
 
-    def __init__(self, members: list[nn.Module]):
+    def __init__(self, members: list[nn.Module], forward_fn=None):
         super().__init__()
         self.members = nn.ModuleList(members)
+        self.forward_fn = forward_fn or (lambda model, inputs: model(inputs))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        probs = torch.stack([F.softmax(m(x), dim=-1) for m in self.members]).mean(0)
+    def forward(self, x) -> torch.Tensor:
+        probs = torch.stack([F.softmax(self.forward_fn(m, x), dim=-1) for m in self.members]).mean(0)
         return torch.log(probs.clamp_min(1e-30))

@@ -14,10 +14,19 @@ REGISTRY = {
 WorkloadConfig = CifarConfig
 
 
+# Bump a workload's version when its generated data or its model definition changes, so that
+# run ids (and hence Snakemake targets) change with it.
+DATA_VERSIONS = {"cifar": 1}
+
+
+def data_version(name: str) -> int:
+    return DATA_VERSIONS[name]
+
+
 def build_workload(cfg, seed: int) -> Workload:
     """The workload object for a validated `workload:` config section."""
     _, cls = REGISTRY[cfg.name]
     return cls(cfg, seed)
 
 
-__all__ = ["Metric", "Workload", "WorkloadConfig", "REGISTRY", "build_workload"]
+__all__ = ["Metric", "Workload", "WorkloadConfig", "REGISTRY", "build_workload", "data_version"]

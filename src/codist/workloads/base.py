@@ -42,6 +42,23 @@ class Workload(ABC):
     def val_dataset(self) -> Dataset:
         """The validation set, disjoint from the training set."""
 
+    def forward(self, model: nn.Module, inputs) -> torch.Tensor:
+        """Outputs (logits) of `model` on a batch's inputs; override for models that take
+        several inputs (e.g. a translation model's source tokens and lengths)."""
+        return model(inputs)
+
+    def train_stream(self, split: str, model: int, models: int, batch_per_rank: int, ranks: int, rank: int,
+                     seed: int):
+        """This rank's training batches: an object with `.batch(step) -> (inputs, targets)`.
+
+        `split` says how the models share data (`same`, `shuffled`, `disjoint`, see
+        `codist.data.model_data`). The default serves the finite `train_dataset()`; a
+        workload that streams fresh data (the LM) overrides this.
+        """
+        from ..data import BatchStream, model_data
+        data, data_seed = model_data(self.train_dataset(), split, model, models, seed)
+        return BatchStream(data, batch_per_rank, ranks, rank, data_seed)
+
     def loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Mean training loss over the batch (cross-entropy on logits by default)."""
         return nn.functional.cross_entropy(outputs, targets)

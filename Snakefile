@@ -1,0 +1,21 @@
+"""codist: every figure of every paper at one scale.
+
+    snakemake -c2                          # embedded scale (default), on this machine
+    snakemake --profile env/profiles/local # the same with the local profile's settings
+    snakemake --config scale=full ...      # the papers' own setups (a cluster profile)
+
+Config keys: scale (default embedded), results (output root, default results),
+replications (folder of <paper>/experiments.yaml, default the repository's).
+The rules live in workflows/*.smk; what runs for which figure is in replications/.
+"""
+
+include: "workflows/common.smk"
+include: "workflows/train.smk"
+include: "workflows/analysis.smk"
+
+
+rule all:
+    """Every figure's plot and tables at the chosen scale."""
+    input:
+        all_targets(),
+    default_target: True

@@ -1,0 +1,146 @@
+"""A figure's runs -> one row per run (CSV + Markdown) and the long table of curves (CSV).
+
+Input is a `{figure}_runs.json` written by the workflow: the figure's title and source and,
+for every (series, seed), the run id and run directory. Nothing is searched for: the runs
+listed there are read, and a missing file is an error. Every number comes from the run's
+summary.json and metrics.jsonl (the headline model's rows: the first model in
+summary.json, the one its final/best metric describe).
+
+    python analysis/aggregate.py --runs R_runs.json --table R.csv --markdown R.md --curves R_curves.csv
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+# Per-run columns, in order; units are in the names (Conventions in DESIGN.md).
+TABLE_COLUMNS = [
+    "series", "seed", "run_id", "world_size", "models", "steps", "samples", "metric",
+    "final_metric", "best_metric", "best_step", "target", "step_to_target", "wall_s_to_target",
+    "wall_s", "eval_s", "setup_s", "elapsed_s",
+    "comm_sent_bytes_per_rank_per_update", "between_group_sent_bytes_per_rank_per_update",
+]
+
+
+def read_json(path: str | os.PathLike) -> dict:
+    with open(path) as f:
+        return json.load(f)
+
+
+def read_metrics(path: str | os.PathLike) -> list[dict]:
+    """Every row of a metrics.jsonl (one per evaluation per model)."""
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def headline_model(summary: dict) -> str:
+    """The model whose metric summary.json reports (train.py: the first one logged)."""
+    return next(iter(summary["models"]))
+
+
+def reached(rows: list[dict], summary: dict) -> dict | None:
+    """The first evaluation row at or past the workload's target (None: never, or no target)."""
+    target, metric = summary.get("target"), summary["metric"]
+    if target is None:
+        return None
+    better = (lambda v: v >= target) if summary["higher_is_better"] else (lambda v: v <= target)
+    return next((r for r in rows if better(r[metric])), None)
+
+
+def run_row(entry: dict, summary: dict, rows: list[dict]) -> dict:
+    """One table row: a run's identity, its headline numbers and its communication."""
+    head = headline_model(summary)
+    mine = [r for r in rows if str(r["model"]) == head]
+    best = summary["models"][head]["best"]
+    hit = reached(mine, summary)
+    comm = summary["comm"]
+    return {
+        "series": entry["series"], "seed": entry["seed"], "run_id": summary["run_id"],
+        "world_size": summary["world_size"], "models": len(summary["models"]),
+        "steps": summary["steps"], "samples": summary["samples"], "metric": summary["metric"],
+        "final_metric": summary["final_metric"], "best_metric": summary["best_metric"],
+        "best_step": best["step"], "target": summary.get("target"),
+        "step_to_target": hit["step"] if hit else None, "wall_s_to_target": hit["wall_s"] if hit else None,
+        "wall_s": summary["wall_s"], "eval_s": summary["eval_s"], "setup_s": summary["setup_s"],
+        "elapsed_s": summary["elapsed_s"],
+        "comm_sent_bytes_per_rank_per_update": comm["training_sent_bytes_per_rank_per_update"],
+        "between_group_sent_bytes_per_rank_per_update": comm["between_group_sent_bytes_per_rank_per_update"],
+    }
+
+
+def aggregate(manifest: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(per-run table, long curves table) for the runs `manifest` lists, in its order."""
+    table, curves = [], []
+    for entry in manifest["runs"]:
+        run_dir = Path(entry["run_dir"])
+        summary = read_json(run_dir / "summary.json")
+        if summary["run_id"] != entry["run_id"]:
+            raise ValueError(f"{run_dir}/summary.json is run {summary['run_id']}, expected {entry['run_id']}")
+        rows = read_metrics(run_dir / "metrics.jsonl")
+        if not rows:
+            raise ValueError(f"{run_dir}/metrics.jsonl has no rows")
+        table.append(run_row(entry, summary, rows))
+        head = headline_model(summary)
+        for r in rows:
+            curves.append({"series": entry["series"], "seed": entry["seed"], "run_id": entry["run_id"],
+                           "headline": str(r["model"]) == head, "metric": summary["metric"], **r})
+    table = pd.DataFrame(table, columns=TABLE_COLUMNS)
+    maybe_missing = ["target", "step_to_target", "wall_s_to_target"]   # None when never reached
+    table[maybe_missing] = table[maybe_missing].apply(pd.to_numeric)
+    return table, pd.DataFrame(curves)
+
+
+def series_means(table: pd.DataFrame, order: list[str]) -> pd.DataFrame:
+    """Mean over seeds per series (and the seed count), in the figure's series order."""
+    g = table.groupby("series", sort=False)
+    out = g[["final_metric", "best_metric", "wall_s", "step_to_target"]].mean()
+    out.insert(0, "seeds", g.size())
+    out.insert(0, "world_size", g["world_size"].first())
+    return out.reindex([s for s in order if s in out.index]).reset_index()
+
+
+def markdown(manifest: dict, table: pd.DataFrame) -> str:
+    """The figure's tables as Markdown: means per series, then every run."""
+    head = f"# {manifest['paper']} {manifest['figure']} ({manifest['scale']}): {manifest['title']}\n\n"
+    if manifest.get("source"):
+        head += f"Mirrors: {manifest['source']}.\n\n"
+    if manifest.get("notes"):
+        head += manifest["notes"] + "\n\n"
+    metric = table["metric"].iloc[0]
+    body = (f"## Mean over seeds (metric: {metric})\n\n"
+            + series_means(table, manifest["series"]).to_markdown(index=False, floatfmt=".4g")
+            + "\n\n## Runs\n\n" + table.to_markdown(index=False, floatfmt=".4g") + "\n")
+    return head + body
+
+
+def write_atomic(path: str | os.PathLike, text: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runs", required=True, help="{figure}_runs.json written by the workflow")
+    p.add_argument("--table", required=True, help="output: one row per run (CSV)")
+    p.add_argument("--markdown", required=True, help="output: the tables as Markdown")
+    p.add_argument("--curves", required=True, help="output: every metrics.jsonl row with series and seed (CSV)")
+    args = p.parse_args(argv)
+    manifest = read_json(args.runs)
+    table, curves = aggregate(manifest)
+    write_atomic(args.table, table.to_csv(index=False))
+    write_atomic(args.curves, curves.to_csv(index=False))
+    write_atomic(args.markdown, markdown(manifest, table))
+    print(f"{manifest['paper']} {manifest['figure']}: {len(table)} runs, {len(curves)} curve rows")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,6 @@
+"""`python -m codist` is the `codist` command."""
+import sys
+
+from .cli import main
+
+sys.exit(main())

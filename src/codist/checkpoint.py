@@ -1,0 +1,80 @@
+"""Checkpoints: written atomically every `train.checkpoint_every` updates, loaded on restart.
+
+Layout under RUN/checkpoint/:
+  step-<N>/group-<g>.pt   one per model group (its first rank writes it): model, optimizer,
+                          scheduler and algorithm state (teachers, ensemble members, rounds)
+  step-<N>/rank-<r>.pt    one per rank: RNG state, the meter's counters, loop timers
+  latest.json             written by rank 0 after every rank has written: {"step", "run_id"}
+
+A checkpoint is used only if latest.json names this run's id; files are loaded with
+torch.load(weights_only=True); anything missing, truncated or from another config is a
+clear error, never silently reused or skipped.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import torch
+
+from .runlog import atomic_torch_save, atomic_write_json
+
+
+class CheckpointError(RuntimeError):
+    pass
+
+
+def _dir(run: Path, step: int) -> Path:
+    return run / "checkpoint" / f"step-{step}"
+
+
+def latest(run: Path, run_id: str) -> int | None:
+    """The step of the newest complete checkpoint of this run, or None if there is none."""
+    path = run / "checkpoint" / "latest.json"
+    if not path.exists():
+        return None
+    try:
+        info = json.loads(path.read_text())
+        step, found = int(info["step"]), info["run_id"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{path}: unreadable checkpoint index ({e}); delete {path.parent} to start over")
+    if found != run_id:
+        raise CheckpointError(f"{path}: checkpoint of run {found}, but this config is run {run_id}; "
+                              f"delete {path.parent} or use another --out directory")
+    return step
+
+
+def save(run: Path, step: int, run_id: str, rank: int, group_state: dict | None, rank_state: dict,
+         barrier) -> None:
+    """Every rank calls this at the same step; `barrier()` synchronises the ranks."""
+    d = _dir(run, step)
+    if group_state is not None:
+        atomic_torch_save({"run_id": run_id, "step": step, **group_state}, d / f"group-{group_state['group']}.pt")
+    atomic_torch_save({"run_id": run_id, "step": step, **rank_state}, d / f"rank-{rank}.pt")
+    barrier()
+    if rank == 0:
+        atomic_write_json(run / "checkpoint" / "latest.json", {"step": step, "run_id": run_id})
+        for old in (run / "checkpoint").glob("step-*"):   # keep only the newest
+            if old.name != d.name:
+                shutil.rmtree(old, ignore_errors=True)
+    barrier()
+
+
+def _load(path: Path, run_id: str, step: int) -> dict:
+    if not path.exists():
+        raise CheckpointError(f"{path}: missing from the checkpoint at step {step}")
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # truncated or not a torch file
+        raise CheckpointError(f"{path}: corrupt checkpoint file ({type(e).__name__}: {e}); "
+                              f"delete {path.parent.parent} to start over") from None
+    if obj.get("run_id") != run_id or obj.get("step") != step:
+        raise CheckpointError(f"{path}: holds run {obj.get('run_id')} step {obj.get('step')}, "
+                              f"expected run {run_id} step {step}")
+    return obj
+
+
+def load(run: Path, step: int, run_id: str, rank: int, group: int) -> tuple[dict, dict]:
+    d = _dir(run, step)
+    return _load(d / f"group-{group}.pt", run_id, step), _load(d / f"rank-{rank}.pt", run_id, step)

@@ -1,0 +1,140 @@
+"""aggregate.py and plot_curves.py on fake run directories in the real file formats.
+
+The fake runs are written the way codist.train writes them (metrics.jsonl rows, summary.json
+with final/best per model and the comm section), so the checks are that every number in
+the tables is read from those files, not recomputed or invented.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "analysis"))
+import aggregate  # noqa: E402
+import plot_curves  # noqa: E402
+
+METRIC = "val_accuracy"
+TARGET = 0.5
+
+
+def fake_run(run_dir: Path, run_id: str, world: int, accs: list[float], models=("0",), every=10,
+             batch=32, comm_per_update=1000.0) -> None:
+    """A finished run: one eval row per `every` steps per model, summary.json consistent with it."""
+    run_dir.mkdir(parents=True)
+    rows, per_model = [], {}
+    for m_i, m in enumerate(models):
+        mine = []
+        for i, acc in enumerate(accs):
+            step = (i + 1) * every
+            mine.append({"step": step, "samples": step * batch * world, "wall_s": round(0.1 * step * world, 4),
+                         "model": m, "val_loss": 2.0 - acc, METRIC: acc - 0.01 * m_i,
+                         "train_loss": 2.1 - acc, "comm_bytes": int(comm_per_update * step * world)})
+        best = max(mine, key=lambda r: r[METRIC])
+        per_model[m] = {"final": mine[-1], "best": {"step": best["step"], METRIC: best[METRIC]}}
+        rows += mine
+    rows.sort(key=lambda r: (r["step"], r["model"]))   # train.py logs all models at each eval
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    head = per_model[models[0]]
+    steps = len(accs) * every
+    summary = {
+        "run_id": run_id, "name": run_id, "workload": "cifar", "algorithm": "allreduce", "metric": METRIC,
+        "higher_is_better": True, "target": TARGET, "final_metric": head["final"][METRIC],
+        "best_metric": head["best"][METRIC], "steps": steps, "samples": steps * batch * world,
+        "world_size": world, "wall_s": head["final"]["wall_s"], "eval_s": 0.5, "setup_s": 20.0,
+        "elapsed_s": 21.0 + head["final"]["wall_s"], "models": per_model,
+        "comm": {"training_sent_bytes_all_ranks": comm_per_update * world * steps,
+                 "training_sent_bytes_per_rank_per_update": comm_per_update,
+                 "between_group_sent_bytes_per_rank_per_update": 0.0, "by_category": {}},
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+
+
+@pytest.fixture
+def figure(tmp_path) -> Path:
+    """A figure of two series: 'one' with seeds 0 and 1, 'two' (two models) with seed 0."""
+    runs = [("one", 0, "aaaaaaaaaaaa", 1, [0.2, 0.4, 0.6, 0.55], ("0",)),
+            ("one", 1, "bbbbbbbbbbbb", 1, [0.3, 0.45, 0.5, 0.52], ("0",)),
+            ("two", 0, "cccccccccccc", 2, [0.1, 0.3, 0.45, 0.49], ("0", "1"))]
+    entries = []
+    for series, seed, rid, world, accs, models in runs:
+        fake_run(tmp_path / "runs" / rid, rid, world, accs, models)
+        entries.append({"series": series, "seed": seed, "run_id": rid, "run_dir": str(tmp_path / "runs" / rid)})
+    manifest = {"paper": "toy", "figure": "fig9", "scale": "embedded", "title": "a toy figure",
+                "source": "Fig. 9", "kind": "curves", "notes": "fake runs", "series": ["two", "one"],
+                "runs": entries}
+    path = tmp_path / "fig9_runs.json"
+    path.write_text(json.dumps(manifest))
+    return path
+
+
+def test_table_numbers_come_from_the_run_files(figure):
+    manifest = json.loads(figure.read_text())
+    table, curves = aggregate.aggregate(manifest)
+    assert list(table["run_id"]) == ["aaaaaaaaaaaa", "bbbbbbbbbbbb", "cccccccccccc"]
+    for entry, row in zip(manifest["runs"], table.to_dict("records")):
+        lines = [json.loads(x) for x in (Path(entry["run_dir"]) / "metrics.jsonl").read_text().splitlines()]
+        head = [r for r in lines if r["model"] == "0"]
+        assert row["final_metric"] == head[-1][METRIC]
+        assert row["best_metric"] == max(r[METRIC] for r in head)
+        assert row["best_step"] == max(head, key=lambda r: r[METRIC])["step"]
+        first_hit = next((r for r in head if r[METRIC] >= TARGET), None)
+        if first_hit:
+            assert row["step_to_target"] == first_hit["step"] and row["wall_s_to_target"] == first_hit["wall_s"]
+        else:
+            assert pd.isna(row["step_to_target"])
+        assert row["steps"] == head[-1]["step"] and row["samples"] == head[-1]["samples"]
+        assert row["series"] == entry["series"] and row["seed"] == entry["seed"]
+    assert table.loc[2, "models"] == 2 and table.loc[2, "world_size"] == 2
+    assert (table["comm_sent_bytes_per_rank_per_update"] == 1000.0).all()
+    # every metrics row, tagged; only model 0 is the headline
+    assert len(curves) == 4 + 4 + 8
+    assert curves["headline"].sum() == 12
+    assert set(curves.columns) >= {"series", "seed", "run_id", "model", "step", "wall_s", METRIC}
+
+
+def test_series_means_and_markdown(figure):
+    manifest = json.loads(figure.read_text())
+    table, _ = aggregate.aggregate(manifest)
+    means = aggregate.series_means(table, manifest["series"])
+    assert list(means["series"]) == ["two", "one"]               # the figure's order
+    one = means.set_index("series").loc["one"]
+    assert one["seeds"] == 2 and one["final_metric"] == pytest.approx((0.55 + 0.52) / 2)
+    md = aggregate.markdown(manifest, table)
+    assert "toy fig9 (embedded): a toy figure" in md and "| one" in md and "cccccccccccc" in md
+
+
+def test_summary_of_another_run_is_an_error(figure):
+    manifest = json.loads(figure.read_text())
+    manifest["runs"][0]["run_id"] = "dddddddddddd"
+    with pytest.raises(ValueError, match="expected dddddddddddd"):
+        aggregate.aggregate(manifest)
+
+
+def test_cli_writes_tables_and_plot(figure, tmp_path):
+    out = {k: tmp_path / "out" / f"fig9{s}" for k, s in
+           (("table", ".csv"), ("markdown", ".md"), ("curves", "_curves.csv"), ("png", ".png"))}
+    assert aggregate.main(["--runs", str(figure), "--table", str(out["table"]), "--markdown",
+                           str(out["markdown"]), "--curves", str(out["curves"])]) == 0
+    table = pd.read_csv(out["table"])
+    assert table.loc[0, "final_metric"] == 0.55 and table.loc[0, "metric"] == METRIC
+    assert plot_curves.main(["--runs", str(figure), "--table", str(out["table"]), "--curves",
+                             str(out["curves"]), "--out", str(out["png"])]) == 0
+    data = out["png"].read_bytes()
+    assert len(data) > 10_000 and data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not list((tmp_path / "out").glob("*.tmp"))
+
+
+def test_plotted_curves_are_means_over_seeds_of_the_headline_model(figure):
+    manifest = json.loads(figure.read_text())
+    _, curves = aggregate.aggregate(manifest)
+    by = plot_curves.series_curves(curves, METRIC)
+    one = by["one"].set_index("step")
+    assert one.loc[30, "mean"] == pytest.approx(0.55) and one.loc[30, "min"] == 0.5 and one.loc[30, "max"] == 0.6
+    assert (one["seeds"] == 2).all()
+    two = by["two"].set_index("step")
+    assert list(two["mean"]) == [0.1, 0.3, 0.45, 0.49]           # model 1's rows are not averaged in

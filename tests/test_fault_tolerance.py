@@ -1,0 +1,133 @@
+"""Checkpoints, kill-and-resume, preemption, corrupt checkpoints and dead ranks (2 real ranks)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+import yaml
+from conftest import TINY, deep_update, launch_run, read_rows
+
+from codist import checkpoint, config, launch
+
+pytestmark = pytest.mark.slow
+
+# long enough to be interrupted mid-way: ~2-4 s of training at 2 ranks
+RUN = deep_update(TINY, {
+    "parallel": {"world_size": 2, "models": 2},
+    "algorithm": {"name": "codistill", "exchange_every": 7, "data": "disjoint"},
+    "train": {"steps": 60, "eval_every": 10, "checkpoint_every": 10},
+})
+
+
+def start(cfg_path: Path, out: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "codist.cli", "run", str(cfg_path), "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def wait_for_checkpoint(out: Path, proc: subprocess.Popen, at_least: int, timeout=120) -> int:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        path = out / "checkpoint" / "latest.json"
+        if path.exists():
+            step = json.loads(path.read_text())["step"]
+            if step >= at_least:
+                return step
+        assert proc.poll() is None, f"run ended before a checkpoint: {proc.stdout.read()}"
+        time.sleep(0.02)
+    raise AssertionError("no checkpoint in time")
+
+
+def comparable(rows):
+    return [{k: v for k, v in r.items() if k != "wall_s"} for r in rows]
+
+
+def assert_same_run(a: Path, b: Path):
+    assert comparable(read_rows(a)) == comparable(read_rows(b))
+    for name in ("0", "1"):
+        x = torch.load(a / f"model_{name}.pt", weights_only=True)
+        y = torch.load(b / f"model_{name}.pt", weights_only=True)
+        assert all(torch.equal(x[k], y[k]) for k in x)
+    sa, sb = (json.loads((d / "summary.json").read_text())["comm"] for d in (a, b))
+    sa["by_category"].pop("control"), sb["by_category"].pop("control")   # barriers of the restart itself
+    assert sa == sb
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    return launch_run(tmp_path_factory.mktemp("ref") / "run", RUN, base={})
+
+
+@pytest.fixture
+def cfg_path(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(RUN))
+    return path
+
+
+def test_sigkill_of_whole_job_then_rerun_equals_uninterrupted(reference, cfg_path, tmp_path):
+    out = tmp_path / "killed"
+    proc = start(cfg_path, out)
+    wait_for_checkpoint(out, proc, 10)
+    tree = psutil.Process(proc.pid).children(recursive=True) + [psutil.Process(proc.pid)]
+    for p in tree:
+        p.kill()
+    proc.wait()
+    assert not (out / "summary.json").exists()          # nothing looks complete
+    rerun = start(cfg_path, out)
+    assert rerun.wait(timeout=300) == 0, rerun.stdout.read()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["resumed_from_step"] >= 10
+    assert_same_run(reference, out)
+
+
+def test_sigterm_checkpoints_and_exits_for_requeue(reference, cfg_path, tmp_path):
+    out = tmp_path / "preempted"
+    proc = start(cfg_path, out)
+    wait_for_checkpoint(out, proc, 10)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=120) == launch.EXIT_PREEMPTED
+    assert "preempted" in proc.stdout.read()
+    assert not (out / "summary.json").exists()
+    stopped_at = json.loads((out / "checkpoint" / "latest.json").read_text())["step"]
+    assert stopped_at > 0
+    rerun = start(cfg_path, out)
+    assert rerun.wait(timeout=300) == 0, rerun.stdout.read()
+    assert_same_run(reference, out)
+
+
+def test_corrupt_or_foreign_checkpoint_is_a_clear_error(reference, tmp_path):
+    import shutil
+    out = tmp_path / "copy"
+    shutil.copytree(reference, out)
+    cfg = config.validate(RUN)
+    step = checkpoint.latest(out, cfg.run_id())
+    group_file = out / "checkpoint" / f"step-{step}" / "group-0.pt"
+    group_file.write_bytes(group_file.read_bytes()[:100])              # truncated
+    with pytest.raises(checkpoint.CheckpointError, match="group-0.pt: corrupt checkpoint"):
+        checkpoint.load(out, step, cfg.run_id(), rank=0, group=0)
+    other = config.validate(deep_update(RUN, {"optimizer": {"lr": 0.01}}))
+    with pytest.raises(checkpoint.CheckpointError, match=f"checkpoint of run {cfg.run_id()}"):
+        checkpoint.latest(out, other.run_id())
+    # and through the launcher: the run fails, naming the file, instead of starting over silently
+    (out / "summary.json").unlink()
+    assert launch.run(cfg, out) != 0
+    assert "corrupt checkpoint" in json.loads((out / ".ranks" / "rank-0.json").read_text())["error"]
+
+
+def test_a_dead_rank_fails_the_run_in_bounded_time_naming_it(cfg_path, tmp_path):
+    out = tmp_path / "dead"
+    proc = start(cfg_path, out)
+    wait_for_checkpoint(out, proc, 10)
+    pid = json.loads((out / ".ranks" / "rank-1.json").read_text())["pid"]
+    t0 = time.time()
+    os.kill(pid, signal.SIGKILL)
+    rc = proc.wait(timeout=120)
+    text = proc.stdout.read()
+    assert rc != 0 and time.time() - t0 < 90
+    assert "rank 1" in text, text[-2000:]

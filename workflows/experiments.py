@@ -1,0 +1,252 @@
+"""`replications/<paper>/experiments.yaml` -> the plan of runs one scale needs.
+
+Each paper declares which runs make which figure at which scale:
+
+    paper: anil2018                      # must equal the folder name
+    source: "..."                        # the paper itself
+    figures:
+      fig1:                              # figure id: file names derive from it
+        title: "..."
+        source: "Fig. 1a/1b"             # what in the paper it mirrors
+        kind: curves                     # how it is drawn (see KINDS)
+        notes: "..."                     # optional free text
+        scales:
+          embedded:
+            notes: "..."                 # optional
+            base: {workload: {...}, ...} # a run config mapping
+            seeds: [0, 1]
+            series:                      # label -> dotted overrides of base
+              "sync, 2 workers": {parallel.world_size: 2, optimizer.lr: 0.1}
+
+Every (series, seed) resolves to a run config validated by `codist.config.validate`; its
+run id (`codist.config.run_id`) names the run, so a run declared by several figures is
+planned, and trained, once. Only the requested scale is resolved: a scale whose configs
+do not validate yet (e.g. `full` naming a workload that has not landed) is an error only
+when that scale is asked for, and the error names the paper, figure, scale and series.
+
+This module is plain Python (no Snakemake) so the parser can be tested on its own.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from codist.config import ConfigError, RunConfig, to_dict, validate
+from codist.launch import threads_per_rank
+
+# figure kind -> the script (relative to the repository root) that draws it
+KINDS = {"curves": "analysis/plot_curves.py"}
+
+PAPER_KEYS = {"paper", "source", "figures"}
+FIGURE_KEYS = {"title", "source", "kind", "notes", "scales"}
+SCALE_KEYS = {"base", "seeds", "series", "notes"}
+ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class ExperimentsError(ValueError):
+    """An experiments file that cannot be planned; the message names file, figure, scale, series."""
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """One point of a figure: the run that trains `series` with `seed`."""
+    series: str
+    seed: int
+    run_id: str
+
+
+@dataclass
+class Figure:
+    paper: str
+    figure: str
+    scale: str
+    title: str
+    source: str
+    kind: str
+    notes: str
+    series: list[str]
+    runs: list[RunRef]
+
+
+@dataclass
+class Plan:
+    """Everything the workflow needs at one scale: figures, and one config per distinct run."""
+    scale: str
+    figures: dict[tuple[str, str], Figure] = field(default_factory=dict)
+    configs: dict[str, RunConfig] = field(default_factory=dict)
+    declared_by: dict[str, str] = field(default_factory=dict)   # run id -> first declaration
+
+    def config(self, run_id: str) -> RunConfig:
+        if run_id not in self.configs:
+            raise ExperimentsError(f"run {run_id} is not declared by any figure at scale {self.scale!r}")
+        return self.configs[run_id]
+
+    def config_text(self, run_id: str) -> str:
+        """The run's config file: the resolved config, fixed by the run id (and launch section)."""
+        return yaml.safe_dump(to_dict(self.config(run_id)), sort_keys=False)
+
+    def threads(self, run_id: str, cores: int | None) -> int:
+        """Cores a run occupies: ranks x threads per rank, capped at the cores Snakemake has,
+        so an oversubscribed run (more ranks than cores) can still be scheduled."""
+        cfg = self.config(run_id)
+        want = cfg.parallel.world_size * threads_per_rank(cfg)
+        return max(1, min(want, cores)) if cores else want
+
+    def figure(self, paper: str, figure: str) -> Figure:
+        return self.figures[(paper, figure)]
+
+    def run_dirs(self, paper: str, figure: str, results: str) -> list[str]:
+        ids = dict.fromkeys(r.run_id for r in self.figure(paper, figure).runs)
+        return [f"{results}/{self.scale}/runs/{i}" for i in ids]
+
+    def figure_manifest(self, paper: str, figure: str, results: str) -> dict:
+        """The `{figure}_runs.json` the analysis scripts read: explicit run directories."""
+        f = self.figure(paper, figure)
+        return {
+            "paper": f.paper, "figure": f.figure, "scale": f.scale, "title": f.title,
+            "source": f.source, "kind": f.kind, "notes": f.notes, "series": f.series,
+            "runs": [{"series": r.series, "seed": r.seed, "run_id": r.run_id,
+                      "run_dir": f"{results}/{self.scale}/runs/{r.run_id}"} for r in f.runs],
+        }
+
+
+def set_dotted(raw: dict, key: str, value, where: str) -> None:
+    """`a.b.c: value` into the nested mapping (codist.config.apply_overrides semantics)."""
+    parts = str(key).split(".")
+    node = raw
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ExperimentsError(f"{where}: override {key!r}: {part!r} is not a section")
+    node[parts[-1]] = copy.deepcopy(value)
+
+
+def _keys(obj, allowed: set[str], required: set[str], where: str) -> None:
+    if not isinstance(obj, dict):
+        raise ExperimentsError(f"{where}: expected a mapping, got {type(obj).__name__}")
+    unknown = sorted(set(obj) - allowed)
+    if unknown:
+        raise ExperimentsError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
+    missing = sorted(required - set(obj))
+    if missing:
+        raise ExperimentsError(f"{where}: missing key(s) {missing}")
+
+
+def resolve(base: dict, overrides: dict, seed: int, scale: str, where: str) -> RunConfig:
+    """One run config from the scale's base, a series' overrides and a seed; validated.
+
+    `scale` is filled in unless the base says otherwise; `name` (not part of the run id)
+    defaults to a label fixed by the config itself, so a shared run's file never depends on
+    which figure declared it first.
+    """
+    raw = copy.deepcopy(base)
+    raw.setdefault("scale", scale)
+    for key, value in overrides.items():
+        if key == "seed":
+            raise ExperimentsError(f"{where}: 'seed' comes from the scale's seeds list, not a series")
+        set_dotted(raw, key, value, where)
+    raw["seed"] = seed
+    try:
+        cfg = validate(raw, source=where)
+    except ConfigError as e:
+        raise ExperimentsError(str(e)) from None
+    if not cfg.name:
+        p = cfg.parallel
+        models = f"x{p.models}" if p.models > 1 else ""
+        cfg = cfg.model_copy(update={"name": f"{cfg.workload.name}-{cfg.algorithm.name}{models}"
+                                             f"-w{p.world_size}-seed{cfg.seed}"})
+    return cfg
+
+
+def load_paper(path: str | os.PathLike, scale: str, plan: Plan) -> None:
+    """Add the figures `path` declares at `scale` to `plan` (figures without that scale are skipped)."""
+    path = Path(path)
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise ExperimentsError(f"{path}: not valid YAML: {e}") from None
+    _keys(doc, PAPER_KEYS, {"paper", "figures"}, str(path))
+    paper = doc["paper"]
+    if paper != path.parent.name:
+        raise ExperimentsError(f"{path}: paper: {paper!r} must equal its folder name {path.parent.name!r}")
+    errors = []
+    for fig_id, fig in (doc["figures"] or {}).items():
+        where = f"{path}: {paper} {fig_id}"
+        if not ID_RE.match(str(fig_id)):
+            raise ExperimentsError(f"{where}: figure id must match {ID_RE.pattern}")
+        _keys(fig, FIGURE_KEYS, {"title", "kind", "scales"}, where)
+        if fig["kind"] not in KINDS:
+            raise ExperimentsError(f"{where}: kind: {fig['kind']!r}; allowed: {sorted(KINDS)}")
+        if scale not in (fig["scales"] or {}):
+            continue
+        where = f"{where}, scale {scale!r}"
+        sc = fig["scales"][scale]
+        _keys(sc, SCALE_KEYS, {"base", "seeds", "series"}, where)
+        seeds, series = sc["seeds"], sc["series"]
+        if not (isinstance(seeds, list) and seeds and all(isinstance(s, int) and s >= 0 for s in seeds)):
+            raise ExperimentsError(f"{where}: seeds: {seeds!r}; expected a non-empty list of integers >= 0")
+        if not isinstance(sc["base"] or {}, dict):
+            raise ExperimentsError(f"{where}: base: expected a run config mapping")
+        if not (isinstance(series, dict) and series):
+            raise ExperimentsError(f"{where}: series: expected a non-empty mapping label -> overrides")
+        runs, failed = [], {}
+        for label, overrides in series.items():
+            if not isinstance(overrides, dict):
+                raise ExperimentsError(f"{where}, series {label!r}: expected a mapping of dotted keys")
+            for seed in seeds:
+                here = f"{where}, series {label!r}, seed {seed}"
+                try:
+                    cfg = resolve(sc["base"] or {}, overrides, seed, scale, here)
+                except ExperimentsError as e:
+                    head, _, detail = str(e).partition("\n")
+                    if not detail:   # not a validation error: already names its series
+                        raise
+                    failed.setdefault(detail, []).append(f"{label!r} seed {seed}")
+                    continue
+                rid = cfg.run_id()
+                if rid in plan.configs and to_dict(plan.configs[rid]) != to_dict(cfg):
+                    raise ExperimentsError(
+                        f"run {rid} is declared twice with different name/launch settings:\n"
+                        f"  {plan.declared_by[rid]}\n  {here}\nmake them equal (they share one run)")
+                plan.configs.setdefault(rid, cfg)
+                plan.declared_by.setdefault(rid, here)
+                runs.append(RunRef(str(label), seed, rid))
+        for detail, which in failed.items():
+            errors.append(f"{where}, series {', '.join(which)}: invalid run config\n{detail}")
+        plan.figures[(paper, str(fig_id))] = Figure(
+            paper, str(fig_id), scale, fig["title"], fig.get("source", ""), fig["kind"],
+            " ".join(filter(None, [fig.get("notes", ""), sc.get("notes", "")])).strip(),
+            [str(s) for s in series], runs)
+    if errors:
+        raise ExperimentsError("\n".join(errors))
+
+
+def load_plan(root: str | os.PathLike, scale: str) -> Plan:
+    """The plan for `scale` from every `root/<paper>/experiments.yaml`."""
+    root = Path(root)
+    files = sorted(root.glob("*/experiments.yaml"))
+    if not files:
+        raise ExperimentsError(f"{root}: no <paper>/experiments.yaml found")
+    plan, errors = Plan(scale), []
+    for path in files:
+        try:
+            load_paper(path, scale, plan)
+        except ExperimentsError as e:   # report every paper's problems at once
+            errors.append(str(e))
+    if errors:
+        raise ExperimentsError("\n".join(errors))
+    if not plan.figures:
+        declared = sorted({s for p in files for f in (yaml.safe_load(p.read_text())["figures"] or {}).values()
+                           for s in (f.get("scales") or {})})
+        raise ExperimentsError(f"no figure declares scale {scale!r}; declared scales: {', '.join(declared)}")
+    return plan
+
+
+def manifest_text(plan: Plan, paper: str, figure: str, results: str) -> str:
+    return json.dumps(plan.figure_manifest(paper, figure, results), indent=2) + "\n"

@@ -1,0 +1,42 @@
+"""One run: its config file (fixed by its id), then `codist run` on it.
+
+A run declared by several figures has one id, hence one config file and one output
+directory: it trains once. The config text is a param, so a changed launch section (not
+part of the id) rewrites the file and retrains. Cheap rules use `shell:` (printf), not
+`run:`: Snakemake spawns each `run:` job as a process that re-parses the workflow, which
+imports torch through codist.config (seconds per job).
+"""
+
+
+rule run_config:
+    """The resolved config of one run, as the file `codist run` reads (written atomically)."""
+    output:
+        f"{RESULTS}/{{scale}}/configs/{{run_id}}.yaml",
+    params:
+        text=lambda wc: PLAN.config_text(wc.run_id),
+    localrule: True
+    shell:
+        "printf '%s' {params.text:q} > {output:q}.tmp && mv {output:q}.tmp {output:q}"
+
+
+rule train:
+    """All ranks of one run. threads = ranks x threads per rank, capped at the cores
+    Snakemake has (a 4-rank oversubscribed run still schedules on -c2); each rank then
+    gets its share of the threads granted. `ranks` is for cluster profiles."""
+    input:
+        f"{RESULTS}/{{scale}}/configs/{{run_id}}.yaml",
+    output:
+        summary=f"{RESULTS}/{{scale}}/runs/{{run_id}}/summary.json",
+        metrics=f"{RESULTS}/{{scale}}/runs/{{run_id}}/metrics.jsonl",
+        manifest=f"{RESULTS}/{{scale}}/runs/{{run_id}}/manifest.json",
+    log:
+        f"{RESULTS}/{{scale}}/logs/train/{{run_id}}.log",
+    threads: lambda wc: PLAN.threads(wc.run_id, workflow.cores)
+    resources:
+        ranks=lambda wc: PLAN.config(wc.run_id).parallel.world_size,
+    params:
+        out=lambda wc, output: str(Path(output.summary).parent),
+        threads_per_rank=lambda wc, threads: max(1, threads // PLAN.config(wc.run_id).parallel.world_size),
+    shell:
+        "{PYTHON:q} -m codist.cli run {input:q} --out {params.out:q}"
+        " --set launch.threads_per_rank={params.threads_per_rank} > {log:q} 2>&1"
