@@ -38,7 +38,7 @@ from pathlib import Path
 import yaml
 
 from codist.config import ConfigError, RunConfig, to_dict, validate
-from codist.launch import threads_per_rank
+from codist.launch import cluster_resources, threads_per_rank
 
 # figure kind -> the script (relative to the repository root) that draws it
 KINDS = {"curves": "analysis/plot_curves.py"}
@@ -97,6 +97,15 @@ class Plan:
         cfg = self.config(run_id)
         want = cfg.parallel.world_size * threads_per_rank(cfg)
         return max(1, min(want, cores)) if cores else want
+
+    def resources(self, run_id: str) -> dict:
+        """A cluster job's nodes, GPUs, CPUs, memory and time limit, derived from the run config
+        (GPUs for the full scale or launch.device=cuda, CPU otherwise)."""
+        cfg = self.config(run_id)
+        gpu = cfg.launch.device == "cuda" or (cfg.launch.device == "auto" and cfg.scale == "full")
+        res = cluster_resources(cfg, "cuda" if gpu else "cpu")
+        res.setdefault("gres", "")
+        return res
 
     def figure(self, paper: str, figure: str) -> Figure:
         return self.figures[(paper, figure)]

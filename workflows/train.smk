@@ -34,6 +34,13 @@ rule train:
     threads: lambda wc: PLAN.threads(wc.run_id, workflow.cores)
     resources:
         ranks=lambda wc: PLAN.config(wc.run_id).parallel.world_size,
+        # what a SLURM job asks for, derived from the run config (codist.launch.cluster_resources)
+        nodes=lambda wc: PLAN.resources(wc.run_id)["nodes"],
+        tasks=lambda wc: PLAN.resources(wc.run_id)["tasks"],
+        cpus_per_task=lambda wc: PLAN.resources(wc.run_id)["cpus_per_task"],
+        mem_mb=lambda wc: PLAN.resources(wc.run_id)["mem_mb"],
+        runtime=lambda wc: PLAN.resources(wc.run_id)["runtime"],
+        gres=lambda wc: PLAN.resources(wc.run_id)["gres"],
     params:
         out=lambda wc, output: str(Path(output.summary).parent),
         threads_per_rank=lambda wc, threads: max(1, threads // PLAN.config(wc.run_id).parallel.world_size),

@@ -145,6 +145,10 @@ class LaunchConfig(_Section):
     threads_per_rank: int | None = Field(None, ge=1, description="default: cores // world_size")
     master_port: int | None = Field(None, ge=1024, le=65535, description="default: a free port")
     oversubscribe: bool = Field(False, description="allow more CPU ranks than cores (slow; wall times inflate)")
+    gpus_per_node: int = Field(8, ge=1, description="GPUs per node on a cluster (multi-node: world_size / this)")
+    cpus_per_rank: int = Field(8, ge=1, description="CPU cores a cluster job asks per GPU rank (data loading)")
+    time_limit_min: int = Field(60, ge=1, description="wall-time limit a cluster job asks for")
+    mem_mb_per_rank: int = Field(16000, ge=100, description="memory a cluster job asks per rank")
     collective_timeout_s: int = Field(600, ge=10, description="a collective waiting longer fails the run")
     hang_timeout_s: int = Field(900, ge=10, description="the launcher kills a run whose rank made no "
                                 "progress for this long and names the rank")

@@ -85,6 +85,9 @@ def init(models: int, backend: str, timeout_s: int = 600) -> Topology:
     from datetime import timedelta
 
     import deepspeed
+    if "RANK" not in os.environ and "SLURM_PROCID" in os.environ:   # started by srun (multi-node)
+        os.environ.update(RANK=os.environ["SLURM_PROCID"], LOCAL_RANK=os.environ["SLURM_LOCALID"],
+                          WORLD_SIZE=os.environ["SLURM_NTASKS"])
     deepspeed.init_distributed(dist_backend=backend, auto_mpi_discovery=False, timeout=timedelta(seconds=timeout_s))
     rank, world = dist.get_rank(), dist.get_world_size()
     m = world // models

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -30,6 +31,12 @@ def resolve_device(cfg: RunConfig) -> str:
 def check_fits(cfg: RunConfig, device: str, cores: int | None = None) -> None:
     """Fail before any process starts if the world does not fit this machine."""
     world = cfg.parallel.world_size
+    hosts = expand_nodelist(os.environ.get("SLURM_JOB_NODELIST", "")) if os.environ.get("SLURM_JOB_NODELIST") else []
+    if device == "cuda" and len(hosts) > 1:   # multi-node: the job's nodes, not this one's GPUs
+        if world > len(hosts) * cfg.launch.gpus_per_node:
+            raise ConfigError(f"parallel.world_size={world} does not fit {len(hosts)} nodes x "
+                              f"launch.gpus_per_node={cfg.launch.gpus_per_node}")
+        return
     if device == "cuda":
         import torch
         gpus = torch.cuda.device_count()
@@ -55,9 +62,68 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def build_command(cfg: RunConfig, config_path: Path, out: Path, port: int) -> list[str]:
+def expand_nodelist(nodelist: str) -> list[str]:
+    """SLURM's compact host list ("gpu[01-02,05],cpu7") as host names, in order."""
+    hosts, i = [], 0
+    for item in re.findall(r"[^,\[]+(?:\[[^\]]*\])?[^,]*", nodelist):
+        m = re.fullmatch(r"(.*?)\[([^\]]*)\](.*)", item)
+        if not m:
+            hosts.append(item)
+            continue
+        prefix, ranges, suffix = m.groups()
+        for part in ranges.split(","):
+            lo, _, hi = part.partition("-")
+            for n in range(int(lo), int(hi or lo) + 1):
+                hosts.append(f"{prefix}{n:0{len(lo)}d}{suffix}")
+    return hosts
+
+
+def nodes_needed(cfg: RunConfig, device: str) -> int:
+    """Nodes a run needs: one on CPU; world_size / gpus_per_node (rounded up) on GPUs."""
+    if device != "cuda":
+        return 1
+    return -(-cfg.parallel.world_size // cfg.launch.gpus_per_node)
+
+
+def cluster_resources(cfg: RunConfig, device: str = "cuda") -> dict:
+    """What a SLURM job for this run asks for, derived from the run config (the slurm
+    profile reads this through the train rule's resources)."""
+    nodes = nodes_needed(cfg, device)
+    ranks_per_node = -(-cfg.parallel.world_size // nodes)
+    res = {"nodes": nodes, "tasks": 1, "runtime": cfg.launch.time_limit_min,
+           "cpus_per_task": ranks_per_node * (cfg.launch.cpus_per_rank if device == "cuda"
+                                              else (cfg.launch.threads_per_rank or 1)),
+           "mem_mb": ranks_per_node * (cfg.launch.mem_mb_per_rank if device == "cuda" else 2000)}
+    if device == "cuda":
+        res["gres"] = f"gpu:{ranks_per_node}"
+    return res
+
+
+def write_hostfile(hosts: list[str], slots: int, path: Path) -> Path:
+    path.write_text("".join(f"{h} slots={slots}\n" for h in hosts))
+    return path
+
+
+def build_command(cfg: RunConfig, config_path: Path, out: Path, port: int,
+                  env: dict[str, str] | None = None) -> list[str]:
+    """The launcher command. Inside a multi-node SLURM allocation (SLURM_JOB_NODELIST with
+    more than one host) the DeepSpeed launcher gets a hostfile of the job's nodes and starts
+    the ranks with srun (its slurm backend); otherwise it starts them on this machine."""
+    env = os.environ if env is None else env
     world = str(cfg.parallel.world_size)
     entry = ["codist.train", "--config", str(config_path), "--out", str(out)]
+    hosts = expand_nodelist(env["SLURM_JOB_NODELIST"]) if env.get("SLURM_JOB_NODELIST") else []
+    if len(hosts) > 1:
+        if cfg.launch.launcher != "deepspeed":
+            raise ConfigError(f"launch.launcher={cfg.launch.launcher!r} across {len(hosts)} nodes: "
+                              f"multi-node runs use the DeepSpeed launcher; allowed: deepspeed")
+        per_node = cfg.parallel.world_size // len(hosts)
+        if per_node * len(hosts) != cfg.parallel.world_size:
+            raise ConfigError(f"parallel.world_size={world} does not fit {len(hosts)} nodes evenly")
+        hostfile = write_hostfile(hosts, per_node, out / "hostfile")
+        return [sys.executable, "-m", "deepspeed.launcher.runner", "--hostfile", str(hostfile),
+                "--num_nodes", str(len(hosts)), "--num_gpus", str(per_node), "--launcher", "slurm",
+                "--master_addr", hosts[0], "--master_port", str(port), "--module", *entry]
     if cfg.launch.launcher == "deepspeed":
         return [sys.executable, "-m", "deepspeed.launcher.runner", "--num_gpus", world,
                 "--master_port", str(port), "--module", *entry]
