@@ -23,11 +23,16 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     try:
         cfg = config_mod.load(args.config, args.overrides)
-        if args.command == "check":
+        if args.command == "check":   # the config only; whether it fits this machine is a note
             from .launch import check_fits, resolve_device
-            check_fits(cfg, resolve_device(cfg))
             print(yaml.safe_dump(config_mod.to_dict(cfg), sort_keys=False), end="")
-            print(f"# run id: {cfg.run_id()}  world size: {cfg.parallel.world_size}  ok")
+            try:
+                check_fits(cfg, resolve_device(cfg))
+                fits = "yes"
+            except ConfigError as e:
+                fits = f"no: {e}"
+            print(f"# run id: {cfg.run_id()}  world size: {cfg.parallel.world_size}  valid\n"
+                  f"# fits this machine: {fits}")
             return 0
         from .launch import run
         return run(cfg, args.out or f"runs/{cfg.run_id()}")

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .workloads import WorkloadConfig, data_version
+from .workloads import CifarConfig, WorkloadConfig, data_version
 
 
 class ConfigError(ValueError):
@@ -184,9 +184,10 @@ class TrainConfig(_Section):
 
 class RunConfig(_Section):
     name: str = Field("", description="a label; not part of the run id")
+    source: str = Field("", description="where this setup comes from (paper, section); not part of the run id")
     seed: int = Field(0, ge=0)
     scale: Literal["embedded", "full"] = "embedded"
-    workload: WorkloadConfig = Field(default_factory=WorkloadConfig)
+    workload: WorkloadConfig = Field(default_factory=lambda: CifarConfig())
     algorithm: AlgorithmConfig = Field(default_factory=AllReduceConfig)
     parallel: ParallelConfig = Field(default_factory=ParallelConfig)
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
@@ -315,7 +316,7 @@ def to_dict(cfg: RunConfig) -> dict[str, Any]:
 
 
 #: config keys that do not change a run's results, so are not part of its id
-NOT_IN_RUN_ID = ("name", "launch", "train.save_model", "train.checkpoint_every")
+NOT_IN_RUN_ID = ("name", "source", "launch", "train.save_model", "train.checkpoint_every")
 
 
 def run_id(cfg: RunConfig) -> str:

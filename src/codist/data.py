@@ -85,3 +85,35 @@ def to_device(obj, device: torch.device):
     if isinstance(obj, dict):
         return {k: to_device(v, device) for k, v in obj.items()}
     return obj
+
+
+class _Steps(torch.utils.data.Sampler):
+    """Batch sampler yielding the index lists of updates start, start+1, ... of a BatchStream."""
+
+    def __init__(self, stream: BatchStream, start: int):
+        self.stream, self.start = stream, start
+
+    def __iter__(self):
+        step = self.start
+        while True:
+            yield self.stream.indices(step).tolist()
+            step += 1
+
+
+class PrefetchStream:
+    """A BatchStream served by DataLoader worker processes (decoding and augmenting real
+    images off the training thread). batch(step) is still the same samples for the same step;
+    only random augmentation inside the workers is not reproduced exactly after a resume."""
+
+    def __init__(self, stream: BatchStream, workers: int):
+        self.stream, self.workers = stream, workers
+        self._iter, self._next = None, None
+
+    def batch(self, step: int):
+        if self._iter is None or step != self._next:
+            loader = torch.utils.data.DataLoader(self.stream.dataset, batch_sampler=_Steps(self.stream, step),
+                                                 num_workers=self.workers, persistent_workers=False,
+                                                 prefetch_factor=2 if self.workers else None)
+            self._iter = iter(loader)
+        self._next = step + 1
+        return next(self._iter)

@@ -2,21 +2,27 @@
 from __future__ import annotations
 
 from .base import Metric, Workload
+from typing import Annotated, Union
+
+from pydantic import Field
+
 from .cifar import CifarConfig, CifarWorkload
+from .imagenet import ImagenetWorkload
+from .imagenet_config import ImagenetConfig
 
 # name -> (pydantic config class, workload class); the class takes (config, seed).
 REGISTRY = {
     "cifar": (CifarConfig, CifarWorkload),
+    "imagenet": (ImagenetConfig, ImagenetWorkload),
 }
 
-# The `workload:` section of a run config. Becomes a discriminated union on `name`
-# once there is more than one workload.
-WorkloadConfig = CifarConfig
+# The `workload:` section of a run config: a discriminated union on `name`.
+WorkloadConfig = Annotated[Union[CifarConfig, ImagenetConfig], Field(discriminator="name")]
 
 
 # Bump a workload's version when its generated data or its model definition changes, so that
 # run ids (and hence Snakemake targets) change with it.
-DATA_VERSIONS = {"cifar": 1}
+DATA_VERSIONS = {"cifar": 1, "imagenet": 1}
 
 
 def data_version(name: str) -> int:

@@ -1,0 +1,112 @@
+"""ImageNet classification (Anil Fig. 3, Sodhani Figs. 1-4 and 6, Sun's ImageNet speed-ups).
+
+Real data: torchvision's ImageFolder layout (train/ and val/ with one folder per class),
+with the standard augmentation of the torchvision reference recipe (RandomResizedCrop +
+flip for training; resize 256 + center crop 224 for validation). The Goyal et al. schedule
+(warmup, LR 0.1 x b/256, step decays at 30/60/80 epochs, L2 1e-4) lives in the run config's
+optimizer and schedule sections: see replications/presets/imagenet_resnet50_goyal.yaml.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.utils.data import Dataset
+
+from . import embedded_images
+from .base import Metric, Workload
+from .image_models import build_cifar_resnet
+from .imagenet_config import IMAGEFOLDER_LAYOUT, ImagenetConfig
+
+IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+# Goyal et al. 2017, Table 2 (ResNet-50, kn=256 ... 8k): 76.3% top-1; AlgoPerf's target 0.77431
+RESNET50_TARGET = 0.7643
+EMBEDDED_TARGET_FRACTION = 0.75
+
+
+def check_imagefolder(data_dir: str | Path) -> tuple[Path, Path]:
+    """train/ and val/ exist, hold the same class folders, and each has at least one file."""
+    root = Path(data_dir)
+    splits = []
+    for split in ("train", "val"):
+        d = root / split
+        if not d.is_dir():
+            raise FileNotFoundError(f"{d}: missing; expected {IMAGEFOLDER_LAYOUT}")
+        classes = sorted(p.name for p in d.iterdir() if p.is_dir())
+        if not classes:
+            raise FileNotFoundError(f"{d}: no class folders; expected {IMAGEFOLDER_LAYOUT}")
+        empty = [c for c in classes if not any((d / c).iterdir())]
+        if empty:
+            raise FileNotFoundError(f"{d}: class folder(s) {empty[:5]} hold no images")
+        splits.append((d, classes))
+    (train, train_classes), (val, val_classes) = splits
+    if train_classes != val_classes:
+        diff = sorted(set(train_classes) ^ set(val_classes))[:5]
+        raise ValueError(f"{root}: train/ and val/ have different class folders (e.g. {diff})")
+    return train, val
+
+
+class ImagenetWorkload(Workload):
+    def __init__(self, cfg: ImagenetConfig, seed: int):
+        self.cfg, self.seed = cfg, seed
+        self._train = self._val = None
+        if cfg.dataset == "embedded":
+            target = EMBEDDED_TARGET_FRACTION * (1 - cfg.label_noise)
+        else:
+            target = RESNET50_TARGET if cfg.arch == "resnet50" else None
+        self.metric = Metric("val_accuracy", higher_is_better=True,
+                             target=None if target is None else round(target, 4))
+
+    @property
+    def num_classes(self) -> int:
+        if self.cfg.dataset == "embedded":
+            return self.cfg.classes
+        return len(self.train_dataset().classes)
+
+    def build_model(self) -> nn.Module:
+        import torchvision
+        arch = self.cfg.arch
+        if arch.startswith("cifar_resnet"):
+            return build_cifar_resnet(int(arch.removeprefix("cifar_resnet")), self.cfg.width, self.num_classes)
+        return getattr(torchvision.models, arch)(weights=None, num_classes=self.num_classes)
+
+    def _load(self) -> None:
+        if self._train is not None:
+            return
+        cfg = self.cfg
+        if cfg.dataset == "embedded":
+            data = embedded_images.generate(classes=cfg.classes, image_size=cfg.embedded_image_size,
+                                            train_size=cfg.train_size, val_size=cfg.val_size,
+                                            label_noise=cfg.label_noise, data_seed=cfg.data_seed)
+            self._train, self._val = data.train_dataset(), data.val_dataset()
+            return
+        from torchvision import datasets, transforms
+        train_dir, val_dir = check_imagefolder(cfg.data_dir)
+        norm = transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)
+        self._train = datasets.ImageFolder(train_dir, transforms.Compose([
+            transforms.RandomResizedCrop(cfg.image_size), transforms.RandomHorizontalFlip(),
+            transforms.ToTensor(), norm]))
+        self._val = datasets.ImageFolder(val_dir, transforms.Compose([
+            transforms.Resize(cfg.val_resize), transforms.CenterCrop(cfg.image_size), transforms.ToTensor(), norm]))
+
+    def train_dataset(self) -> Dataset:
+        self._load()
+        return self._train
+
+    def val_dataset(self) -> Dataset:
+        self._load()
+        return self._val
+
+    def train_stream(self, split, model, models, batch_per_rank, ranks, rank, seed):
+        """Real images are decoded by `loader_workers` DataLoader processes per rank."""
+        stream = super().train_stream(split, model, models, batch_per_rank, ranks, rank, seed)
+        if self.cfg.dataset == "imagefolder" and self.cfg.loader_workers > 0:
+            from ..data import PrefetchStream
+            return PrefetchStream(stream, self.cfg.loader_workers)
+        return stream
+
+    def class_counts(self) -> torch.Tensor:
+        data = self.train_dataset()
+        labels = torch.as_tensor(data.targets) if hasattr(data, "targets") else data.tensors[1]
+        return torch.bincount(labels, minlength=self.num_classes)

@@ -1,0 +1,44 @@
+"""The `workload:` section for `name: imagenet` (pydantic only: `import codist.config` needs no torch)."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+IMAGEFOLDER_LAYOUT = ("<data_dir>/train/<class>/<image> and <data_dir>/val/<class>/<image> "
+                      "(torchvision ImageFolder; the same class folders in both)")
+
+
+class ImagenetConfig(BaseModel):
+    """ImageNet classification with a torchvision ResNet (full: ResNet-50, Goyal et al. 2017).
+
+    `embedded` generates a small image task in-process (the generator of the cifar workload at
+    `image_size` with `classes` classes) and trains a narrow CIFAR-style ResNet on it; the
+    torchvision architectures are for real data.
+    """
+    model_config = ConfigDict(extra="forbid")
+
+    name: Literal["imagenet"] = "imagenet"
+    dataset: Literal["embedded", "imagefolder"] = "embedded"
+    data_dir: str | None = Field(None, description=f"for imagefolder: {IMAGEFOLDER_LAYOUT}")
+    arch: Literal["resnet50", "resnet18", "resnext101_32x8d", "cifar_resnet8", "cifar_resnet20"] = "cifar_resnet8"
+    width: int = Field(16, ge=4, description="base width of the cifar_resnet* archs (embedded)")
+    image_size: int = Field(224, ge=8, le=512, description="training crop (224 in Goyal et al.)")
+    val_resize: int = Field(256, ge=8, le=600, description="validation: resize the short side, center-crop image_size")
+    loader_workers: int = Field(4, ge=0, description="DataLoader worker processes per rank (imagefolder)")
+    # embedded generator knobs
+    classes: int = Field(20, ge=2, le=1000)
+    embedded_image_size: int = Field(24, ge=8, le=64)
+    train_size: int = Field(6000, ge=1)
+    val_size: int = Field(1000, ge=1)
+    label_noise: float = Field(0.1, ge=0.0, lt=0.5)
+    data_seed: int = Field(0, ge=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> "ImagenetConfig":
+        if self.dataset == "imagefolder" and not self.data_dir:
+            raise ValueError(f"workload.data_dir is required for workload.dataset='imagefolder': {IMAGEFOLDER_LAYOUT}")
+        if self.dataset == "embedded" and not self.arch.startswith("cifar_"):
+            raise ValueError(f"workload.arch={self.arch!r} with workload.dataset='embedded': the embedded task "
+                             f"uses small images; allowed: cifar_resnet8, cifar_resnet20")
+        return self

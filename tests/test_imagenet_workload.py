@@ -1,0 +1,77 @@
+"""The imagenet workload: ImageFolder files written by the test, clear layout errors, models."""
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from codist import config
+from codist.data import BatchStream, PrefetchStream
+from codist.workloads import build_workload
+from codist.workloads.imagenet import check_imagefolder
+
+
+def write_imagefolder(root, classes=("n01", "n02"), per_class=3, size=40):
+    rng = np.random.default_rng(0)
+    for split in ("train", "val"):
+        for c in classes:
+            d = root / split / c
+            d.mkdir(parents=True)
+            for i in range(per_class):
+                Image.fromarray(rng.integers(0, 255, (size, size + 8, 3), dtype=np.uint8)).save(d / f"{i}.JPEG")
+    return root
+
+
+def workload(extra):
+    return build_workload(config.validate({"workload": {"name": "imagenet", **extra}}).workload, 0)
+
+
+def test_imagefolder_reads_real_files(tmp_path):
+    root = write_imagefolder(tmp_path / "imnet")
+    w = workload({"dataset": "imagefolder", "data_dir": str(root), "arch": "resnet18", "image_size": 32,
+                  "val_resize": 36})
+    assert w.num_classes == 2 and len(w.train_dataset()) == 6 and len(w.val_dataset()) == 6
+    x, y = w.val_dataset()[4]
+    assert x.shape == (3, 32, 32) and y == 1                 # sorted class folders: n02 is class 1
+    assert w.class_counts().tolist() == [3, 3]
+    out = w.build_model().eval()(x[None])
+    assert out.shape == (1, 2)
+
+
+def test_prefetch_stream_serves_the_same_samples_as_the_plain_stream(tmp_path):
+    root = write_imagefolder(tmp_path / "imnet", per_class=4)
+    w = workload({"dataset": "imagefolder", "data_dir": str(root), "arch": "resnet18", "image_size": 16,
+                  "val_resize": 16})
+    plain = BatchStream(w.val_dataset(), 2, 1, 0, seed=3)    # val: no random augmentation
+    fetched = PrefetchStream(BatchStream(w.val_dataset(), 2, 1, 0, seed=3), workers=1)
+    for step in (0, 1, 5, 2):                                  # out of order: the loader restarts
+        a, b = plain.batch(step), fetched.batch(step)
+        assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
+def test_layout_errors_name_the_path(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"train: missing; expected .*ImageFolder"):
+        check_imagefolder(tmp_path)
+    (tmp_path / "train" / "a").mkdir(parents=True)
+    (tmp_path / "val" / "b").mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match=r"hold no images"):
+        check_imagefolder(tmp_path)
+    (tmp_path / "train" / "a" / "x.JPEG").write_bytes(b"")
+    (tmp_path / "val" / "b" / "x.JPEG").write_bytes(b"")
+    with pytest.raises(ValueError, match="different class folders"):
+        check_imagefolder(tmp_path)
+
+
+def test_full_preset_model_is_torchvision_resnet50():
+    w = workload({"dataset": "imagefolder", "data_dir": "/nonexistent", "arch": "resnet50"})
+    torch.manual_seed(0)
+    import torchvision
+    n = sum(p.numel() for p in torchvision.models.resnet50(num_classes=1000).parameters())
+    assert n == 25_557_032           # the published ResNet-50 size
+    assert w.metric.target == pytest.approx(0.7643)
+
+
+def test_embedded_default_is_small_and_learnable_shape():
+    w = workload({})
+    x, y = w.train_dataset().tensors
+    assert x.shape[1:] == (3, 24, 24) and int(y.max()) < 20
+    assert w.build_model()(x[:4]).shape == (4, 20)
