@@ -75,3 +75,5 @@ def test_embedded_default_is_small_and_learnable_shape():
     x, y = w.train_dataset().tensors
     assert x.shape[1:] == (3, 24, 24) and int(y.max()) < 20
     assert w.build_model()(x[:4]).shape == (4, 20)
+    big = workload({"arch": "resnet50"})            # the real model on cheap data (communication benchmarks)
+    assert big.build_model().eval()(x[:2]).shape == (2, 20)

@@ -1,0 +1,615 @@
+"""Data of the `lm` workload: the embedded language, text shards, tokenizers, training streams.
+
+Training data are *streams*, not a finite set: Anil et al. train on Common Crawl, which is
+never revisited, and their LSTM carries its hidden state from one 32-token segment to the
+next. So a stream gives every row of a model's global batch its own run of consecutive text,
+and `batch(step)` is the `step`-th segment of each row. It is a pure function of `step`
+(a run resumed from a checkpoint at any step gets exactly the batches it would have had),
+so nothing may depend on having produced `batch(step - 1)`:
+
+- embedded: a row's text is an endless concatenation of independent *documents* of
+  `doc_len` tokens, each a stationary run of the HMM (its first hidden state drawn from the
+  stationary distribution). Document d of row r is generated from its own seed, derived from
+  (stream, r, d), so segment s needs only the one or two documents it overlaps, whatever came
+  before. Within a document the text is one continuous HMM run, so the carried LSTM state is
+  meaningful; at a document boundary the next text is independent of the last, as at a
+  paragraph boundary in a real corpus. Each row starts at its own random phase inside its
+  first document, so the rows of a batch do not all cross boundaries at the same step.
+- text: the shards are tokenised once into one token array (paragraphs separated by an
+  end-of-paragraph id). Row r reads consecutive tokens from its own offset: the rows' starting
+  points are spread evenly over the model's part of the corpus, so only after
+  `epoch_steps` = (part length / rows) / seq_len steps does a row reach text that another row
+  has already read: the corpus is then exhausted and reading simply continues (the data
+  repeat; a warning says so once).
+
+Seeds are numpy SeedSequences over tuples of integers with a different leading tag per use
+(parameters, validation, training documents, ...), so the validation text is never a training
+document and no two uses share random numbers.
+"""
+from __future__ import annotations
+
+import bisect
+import contextlib
+import gzip
+import hashlib
+import io
+import os
+import re
+import warnings
+from array import array
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import numpy as np
+import torch
+
+from .lm_config import BYTES_VOCAB_SIZE, TEXT_LAYOUT, TEXT_SHARD_PATTERNS, LmConfig
+
+# Leading entries of the seed tuples: one per use of randomness.
+_PARAMS, _VAL, _COUNTS, _DOC, _PHASE, _KEY, _ROTATION = range(1, 8)
+
+#: tokens of the fixed sample of the embedded language whose unigram counts `class_counts` returns
+COUNT_SAMPLE_TOKENS = 1 << 16
+
+#: weight of the uniform distribution mixed into the HMM's transition rows: it makes the chain
+#: irreducible and aperiodic, so its stationary distribution is unique (a sparse Dirichlet draw
+#: alone may split the states into closed classes)
+TRANSITION_FLOOR = 1e-3
+
+#: model splits of the training data, as in `codist.data.model_data`
+SPLITS = ("same", "shuffled", "disjoint")
+
+
+def _seed(*parts: int) -> np.random.SeedSequence:
+    return np.random.SeedSequence([int(p) for p in parts])
+
+
+def _key63(*parts: int) -> int:
+    """A 63-bit integer identifying a stream row (fits a signed int64 tensor)."""
+    return int(_seed(*parts).generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+
+def _model_tag(split: str, model: int) -> int:
+    """0 when every model shares one stream (`same`), else model + 1 (its own stream)."""
+    if split not in SPLITS:
+        raise ValueError(f"data split {split!r}: allowed {', '.join(map(repr, SPLITS))}")
+    return 0 if split == "same" else model + 1
+
+
+def _batch(tokens: np.ndarray, keys: list[int], step: int) -> tuple[dict, torch.Tensor]:
+    """(inputs, targets) from rows of seq_len + 1 consecutive tokens.
+
+    The inputs are a dict so that the stream's identity travels with the tokens through every
+    wrapper (DeepSpeed engine, DDP, output ensembles) to the LSTM, which carries its hidden state
+    only from segment s of a row to segment s + 1 of the same row (see `lm.LstmLM`).
+    """
+    t = torch.from_numpy(np.ascontiguousarray(tokens, dtype=np.int64))
+    b = t.shape[0]
+    inputs = {"tokens": t[:, :-1], "stream": torch.tensor(keys, dtype=torch.int64),
+              "segment": torch.full((b,), step, dtype=torch.int64)}
+    return inputs, t[:, 1:]
+
+
+# =============================================================================== embedded language
+
+
+class HmmLanguage:
+    """A hidden Markov model over `vocab` tokens with `states` hidden states.
+
+    Transitions: row k of A is a Dirichlet(`transition_alpha`) draw (small alpha: a few likely
+    successors, so the past says much about the next state), mixed with TRANSITION_FLOOR of the
+    uniform distribution. Emissions: state k emits the token of rank r in its own random order
+    of the vocabulary with probability proportional to r^-zipf, a Zipfian law like that of word
+    frequencies; the states' orders differ, so a token is evidence about the state but rarely
+    proof of it. The per-token cross-entropy of the best possible predictor given the context is
+    computed exactly by the forward algorithm with these true parameters (`nll`).
+    """
+
+    def __init__(self, vocab: int, states: int, zipf: float, transition_alpha: float, seed: int):
+        rng = np.random.default_rng(_seed(_PARAMS, seed))
+        k = states
+        a = rng.dirichlet(np.full(k, transition_alpha), size=k)
+        a = (1 - TRANSITION_FLOOR) * a / a.sum(1, keepdims=True) + TRANSITION_FLOOR / k
+        base = 1.0 / np.arange(1, vocab + 1) ** zipf
+        base /= base.sum()
+        e = np.empty((k, vocab))
+        for s in range(k):
+            e[s, rng.permutation(vocab)] = base   # token perm[r] has rank r in state s
+        self.vocab, self.states = vocab, k
+        self.A, self.E = a, e
+        self.pi = self._stationary(a)
+        self._cum_pi = np.cumsum(self.pi).tolist()
+        self._cum_A = np.cumsum(a, axis=1).tolist()
+        self._cum_E = np.cumsum(e, axis=1)
+
+    @staticmethod
+    def _stationary(a: np.ndarray) -> np.ndarray:
+        """pi with pi A = pi, sum(pi) = 1 (unique: the chain is irreducible and aperiodic)."""
+        k = a.shape[0]
+        m = a.T - np.eye(k)
+        m[-1] = 1.0
+        rhs = np.zeros(k)
+        rhs[-1] = 1.0
+        pi = np.linalg.solve(m, rhs)
+        pi = np.clip(pi, 0, None)
+        return pi / pi.sum()
+
+    def unigram(self) -> np.ndarray:
+        """The stationary token distribution pi E."""
+        return self.pi @ self.E
+
+    def unigram_entropy(self) -> float:
+        """Cross-entropy (nats/token) of the best context-free predictor."""
+        p = self.unigram()
+        p = p[p > 0]
+        return float(-(p * np.log(p)).sum())
+
+    def sample(self, seed: np.random.SeedSequence, length: int) -> np.ndarray:
+        """`length` tokens of one stationary run, a function of `seed` alone (int64)."""
+        rng = np.random.default_rng(seed)
+        u_state, u_emit = rng.random(length), rng.random(length)
+        last = self.states - 1
+        states = np.empty(length, dtype=np.int64)
+        cum_a = self._cum_A
+        s = min(bisect.bisect_right(self._cum_pi, u_state[0]), last)
+        states[0] = s
+        for t, u in enumerate(u_state[1:].tolist(), start=1):   # inverse-CDF step of the chain
+            s = min(bisect.bisect_right(cum_a[s], u), last)
+            states[t] = s
+        tokens = np.empty(length, dtype=np.int64)
+        for s in np.unique(states):                              # emissions, one state at a time
+            at = states == s
+            tokens[at] = np.searchsorted(self._cum_E[s], u_emit[at], side="right")
+        return np.minimum(tokens, self.vocab - 1)
+
+    def nll(self, seqs: np.ndarray) -> np.ndarray:
+        """Bayes-optimal -log p(x_t | x_<t) for t >= 1 of each row of `seqs` (N, L+1) -> (N, L).
+
+        Each row is scored as a stationary run seen from its first token, i.e. with exactly the
+        context an LSTM evaluated from a zero state on that row gets.
+        """
+        n, length = seqs.shape
+        alpha = np.tile(self.pi, (n, 1))          # p(state_t | x_<t)
+        out = np.zeros((n, length - 1))
+        for t in range(length):
+            joint = alpha * self.E[:, seqs[:, t]].T
+            z = joint.sum(1)
+            if t:
+                out[:, t - 1] = -np.log(z)
+            alpha = (joint / z[:, None]) @ self.A
+        return out
+
+
+class EmbeddedData:
+    """The embedded language of a config, its validation set, Bayes optimum and count sample.
+
+    Everything here depends on the `data_seed` and the language knobs only, never on the run
+    seed: all runs of one config are scored on the same validation text against the same optimum.
+    """
+
+    def __init__(self, cfg: LmConfig):
+        self.cfg = cfg
+        self.lang = HmmLanguage(cfg.vocab, cfg.states, cfg.zipf, cfg.transition_alpha, cfg.data_seed)
+        n = cfg.val_tokens // cfg.val_seq_len
+        seqs = np.stack([self.lang.sample(_seed(_VAL, cfg.data_seed, i), cfg.val_seq_len + 1) for i in range(n)])
+        self.val_seqs = seqs
+        self.bayes_val_loss = float(self.lang.nll(seqs).mean())
+        self.unigram_entropy = self.lang.unigram_entropy()
+        docs = -(-COUNT_SAMPLE_TOKENS // cfg.doc_len)
+        self.count_sample = np.concatenate([self.lang.sample(_seed(_COUNTS, cfg.data_seed, i), cfg.doc_len)
+                                            for i in range(docs)])[:COUNT_SAMPLE_TOKENS]
+
+    def val_tensors(self) -> tuple[torch.Tensor, torch.Tensor]:
+        t = torch.from_numpy(self.val_seqs)
+        return t[:, :-1].contiguous(), t[:, 1:].contiguous()
+
+    def class_counts(self) -> torch.Tensor:
+        return torch.from_numpy(np.bincount(self.count_sample, minlength=self.cfg.vocab))
+
+    def stream(self, split: str, model: int, seed: int, rows: range, seq_len: int) -> "EmbeddedStream":
+        """Rows `rows` of model `model`'s global batches (`same`: one stream for every model;
+        `disjoint` and `shuffled`: the model's own fresh stream, since the language is endless)."""
+        ident = (self.cfg.data_seed, seed, _model_tag(split, model))
+        return EmbeddedStream(self.lang, ident, rows, seq_len, self.cfg.doc_len)
+
+
+class EmbeddedStream:
+    """`batch(step)`: segment `step` of each of this rank's rows of the embedded language."""
+
+    #: documents kept per row; a segment overlaps at most two when doc_len > seq_len
+    CACHE_DOCS = 3
+
+    def __init__(self, lang: HmmLanguage, ident: tuple[int, ...], rows: range, seq_len: int, doc_len: int):
+        self.lang, self.ident, self.rows = lang, ident, rows
+        self.seq_len, self.doc_len = seq_len, doc_len
+        self.phases = [int(_seed(_PHASE, *ident, r).generate_state(1)[0]) % doc_len for r in rows]
+        self.keys = [_key63(_KEY, 0, *ident, r) for r in rows]
+        self._docs: list[dict[int, np.ndarray]] = [{} for _ in rows]
+
+    def _doc(self, i: int, d: int) -> np.ndarray:
+        """Document d of the i-th row; a memo only (any document can be produced directly)."""
+        cache = self._docs[i]
+        if d not in cache:
+            if len(cache) >= self.CACHE_DOCS:
+                del cache[min(cache)]
+            cache[d] = self.lang.sample(_seed(_DOC, *self.ident, self.rows[i], d), self.doc_len)
+        return cache[d]
+
+    def row_tokens(self, i: int, start: int, n: int) -> np.ndarray:
+        """Tokens [start, start + n) of the i-th row's text."""
+        first, last = start // self.doc_len, (start + n - 1) // self.doc_len
+        text = np.concatenate([self._doc(i, d) for d in range(first, last + 1)])
+        off = start - first * self.doc_len
+        return text[off:off + n]
+
+    def batch(self, step: int):
+        t = self.seq_len
+        tokens = np.stack([self.row_tokens(i, self.phases[i] + step * t, t + 1) for i in range(len(self.rows))])
+        return _batch(tokens, self.keys, step)
+
+
+# =============================================================================== text shards
+
+
+def find_shards(data_dir: str | os.PathLike) -> list[Path]:
+    """The shard files under `data_dir` (recursively, sorted; hidden folders such as the cache skipped).
+
+    Raises FileNotFoundError naming the path and the expected layout.
+    """
+    root = Path(data_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"workload.data_dir {str(root)!r} is not a folder; expected {TEXT_LAYOUT}")
+    found = set()
+    for pattern in TEXT_SHARD_PATTERNS:
+        for path in root.rglob(pattern):
+            rel = path.relative_to(root)
+            if path.is_file() and not any(part.startswith(".") for part in rel.parts):
+                found.add(path)
+    if not found:
+        raise FileNotFoundError(f"workload.data_dir {str(root)!r} holds no text shards; expected {TEXT_LAYOUT}")
+    return sorted(found)
+
+
+def _open_binary(path: Path):
+    return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
+
+
+def _is_wet(path: Path) -> bool:
+    name = path.name[:-3] if path.name.endswith(".gz") else path.name
+    return name.endswith(".wet")
+
+
+_HEADER = re.compile(rb"^([A-Za-z0-9-]+):\s*(.*?)\s*$")
+
+
+def read_wet(path: str | os.PathLike) -> Iterator[str]:
+    """Payloads of the `WARC-Type: conversion` records of a WET file (WARC 1.0/1.1 framing).
+
+    A record is a `WARC/x.y` line, header lines up to an empty line, and exactly
+    Content-Length payload bytes; the payload is read by length, never by scanning for the next
+    header, so text that looks like a header cannot split a record. Other records (warcinfo,
+    and request/response/metadata in a full WARC) are skipped.
+    """
+    path = Path(path)
+    with _open_binary(path) as f:
+        while True:
+            line = f.readline()
+            if not line:
+                return
+            if not line.strip():
+                continue                          # blank lines between records
+            if not line.startswith(b"WARC/"):
+                raise ValueError(f"{path}: not a WARC/WET file: expected a 'WARC/1.0' record line, got "
+                                 f"{line[:60]!r} at byte {f.tell() - len(line)}")
+            headers = {}
+            for line in iter(f.readline, b""):
+                if not line.strip():
+                    break
+                m = _HEADER.match(line)
+                if m:
+                    headers[m.group(1).decode("ascii", "replace").lower()] = m.group(2)
+            if "content-length" not in headers:
+                raise ValueError(f"{path}: WARC record without Content-Length (headers {sorted(headers)})")
+            n = int(headers["content-length"])
+            payload = f.read(n)
+            if len(payload) < n:
+                raise ValueError(f"{path}: truncated WARC record: Content-Length {n}, {len(payload)} bytes left")
+            if headers.get("warc-type", b"").lower() == b"conversion":
+                yield payload.decode("utf-8", errors="replace")
+
+
+def _paragraphs(text: str) -> Iterator[str]:
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            yield line
+
+
+def read_paragraphs(path: str | os.PathLike) -> Iterator[str]:
+    """The paragraphs (non-empty lines, stripped) of one shard: a WET file's conversion payloads,
+    or a plain-text file (UTF-8, undecodable bytes replaced)."""
+    path = Path(path)
+    if _is_wet(path):
+        for payload in read_wet(path):
+            yield from _paragraphs(payload)
+        return
+    with _open_binary(path) as f, io.TextIOWrapper(f, encoding="utf-8", errors="replace") as text:
+        for line in text:
+            line = line.strip()
+            if line:
+                yield line
+
+
+def shards_signature(root: Path, shards: list[Path]) -> str:
+    """Hash of the shards' relative names, sizes and modification times: a cache key that
+    changes when the corpus does, without reading it."""
+    h = hashlib.sha256()
+    for p in shards:
+        st = p.stat()
+        h.update(f"{p.relative_to(root)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+# =============================================================================== tokenizers
+
+
+class BytesTokenizer:
+    """UTF-8 bytes (ids 0..255) and an end-of-paragraph id 256: no training, nothing unknown."""
+
+    vocab_size = BYTES_VOCAB_SIZE
+    eos_id = 256
+    key = "bytes-v1"
+
+    def encode(self, text: str) -> list[int]:
+        return list(text.encode("utf-8"))
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Inverse of `encode`; the end-of-paragraph id decodes as a newline."""
+        return bytes(10 if i == self.eos_id else i for i in ids).decode("utf-8", errors="replace")
+
+    def encode_paragraphs(self, paragraphs: list[str]) -> np.ndarray:
+        """Each paragraph's bytes followed by the end-of-paragraph id. Paragraphs are lines, so
+        every newline of the joined text is a paragraph boundary."""
+        if not paragraphs:
+            return np.zeros(0, dtype=np.int32)
+        data = np.frombuffer(("\n".join(paragraphs) + "\n").encode("utf-8"), dtype=np.uint8).astype(np.int32)
+        data[data == 10] = self.eos_id
+        return data
+
+
+class SentencePieceTokenizer:
+    """A SentencePiece model; the paragraph end is its `</s>` id."""
+
+    def __init__(self, model_file: str | os.PathLike):
+        import sentencepiece as spm
+        path = Path(model_file)
+        if not path.is_file():
+            raise FileNotFoundError(f"workload.tokenizer_model {str(path)!r}: no such SentencePiece model file")
+        self.path = path
+        self.sp = spm.SentencePieceProcessor(model_file=str(path))
+        self.vocab_size = self.sp.get_piece_size()
+        self.eos_id = self.sp.eos_id()
+        if self.eos_id < 0:
+            raise ValueError(f"{path}: the SentencePiece model has no </s> id; the LM needs one to end paragraphs")
+        self.key = "spm-" + hashlib.sha256(path.read_bytes()).hexdigest()
+
+    def encode(self, text: str) -> list[int]:
+        return self.sp.encode(text)
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return self.sp.decode([int(i) for i in ids])
+
+    def encode_paragraphs(self, paragraphs: list[str]) -> np.ndarray:
+        out = array("i")
+        for ids in self.sp.encode(paragraphs):
+            out.extend(ids)
+            out.append(self.eos_id)
+        return np.frombuffer(out, dtype=np.int32).copy()
+
+
+#: settings of every SentencePiece model trained here (part of the cache key). `unigram` is
+#: SentencePiece's likelihood-based segmentation, the closest to Google's WordPiece; at most
+#: input_sentence_size paragraphs (the first ones, in shard order) are used for training; a fixed
+#: thread count keeps the result independent of the machine.
+SPM_SETTINGS = {"model_type": "unigram", "character_coverage": 0.9995, "input_sentence_size": 2_000_000,
+                "shuffle_input_sentence": False, "num_threads": 8}
+
+
+def train_sentencepiece(paragraphs: Iterable[str], vocab_size: int, out: str | os.PathLike) -> Path:
+    """Train a SentencePiece model of `vocab_size` pieces (ids: <unk> 0, <s> 1, </s> 2) and
+    write it to `out` atomically."""
+    import sentencepiece as spm
+    model = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(sentence_iterator=iter(paragraphs), model_writer=model,
+                                       vocab_size=vocab_size, minloglevel=2, **SPM_SETTINGS)
+    except RuntimeError as e:
+        raise RuntimeError(f"training a SentencePiece model of workload.vocab_size={vocab_size} failed: {e}. "
+                           f"A small corpus supports only a small vocabulary: lower vocab_size") from e
+    out = Path(out)
+    _atomic_write_bytes(out, model.getvalue())
+    return out
+
+
+def _atomic_write_bytes(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    """An exclusive lock on `path` (a lock file): ranks that build the same cache file wait for
+    the first one instead of all building it."""
+    import fcntl
+    with path.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+# =============================================================================== text corpus
+
+
+class TextCorpus:
+    """The tokenised shards of a `dataset: text` config.
+
+    Tokenised once and cached in `cache_dir` as `tokens-<hash>.npy` (the hash covers the shards'
+    names, sizes and times and the tokenizer's identity); a SentencePiece model trained here is
+    cached there as `spm-<hash>.model`. Ranks that start together take turns through a lock file,
+    so the work is done once. The last `val_tokens` tokens are the validation text; the rest is
+    the training text (so with several shards, validation comes from the last shard).
+    The SentencePiece model, when trained here, sees all shards, validation text included: it is
+    unsupervised, and on a large corpus only the first SPM_SETTINGS["input_sentence_size"]
+    paragraphs are used anyway.
+    """
+
+    def __init__(self, cfg: LmConfig):
+        self.cfg = cfg
+        self.root = Path(cfg.data_dir)
+        self.shards = find_shards(self.root)
+        self.cache_dir = Path(cfg.cache_dir) if cfg.cache_dir else self.root / ".codist_cache"
+        try:
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise OSError(f"cannot create the LM cache folder {str(self.cache_dir)!r} ({e}); set "
+                          f"workload.cache_dir to a writable folder") from e
+        signature = shards_signature(self.root, self.shards)
+        self.tokenizer = self._tokenizer(signature)
+        if cfg.vocab_size is not None and cfg.tokenizer_model and self.tokenizer.vocab_size != cfg.vocab_size:
+            raise ValueError(f"workload.vocab_size={cfg.vocab_size} but workload.tokenizer_model "
+                             f"{cfg.tokenizer_model!r} has {self.tokenizer.vocab_size} pieces")
+        self.tokens = self._tokens(signature)
+        if len(self.tokens) <= cfg.val_tokens + cfg.seq_len + 1:
+            raise ValueError(f"the text in {str(self.root)!r} has {len(self.tokens)} tokens: too few for "
+                             f"workload.val_tokens={cfg.val_tokens} held out plus training segments of "
+                             f"seq_len={cfg.seq_len}")
+        self.train_tokens = self.tokens[:-cfg.val_tokens]
+        self.val_text = self.tokens[-cfg.val_tokens:]
+
+    @property
+    def vocab_size(self) -> int:
+        return self.tokenizer.vocab_size
+
+    def paragraphs(self) -> Iterator[str]:
+        for shard in self.shards:
+            yield from read_paragraphs(shard)
+
+    def _tokenizer(self, signature: str):
+        cfg = self.cfg
+        if cfg.tokenizer == "bytes":
+            return BytesTokenizer()
+        if cfg.tokenizer_model:
+            return SentencePieceTokenizer(cfg.tokenizer_model)
+        key = hashlib.sha256(f"{signature}|{cfg.spm_vocab_size}|{sorted(SPM_SETTINGS.items())}".encode())
+        path = self.cache_dir / f"spm-{key.hexdigest()[:16]}.model"
+        with _locked(self.cache_dir / f"{path.name}.lock"):
+            if not path.is_file():
+                train_sentencepiece(self.paragraphs(), cfg.spm_vocab_size, path)
+        return SentencePieceTokenizer(path)
+
+    def _tokens(self, signature: str) -> np.ndarray:
+        key = hashlib.sha256(f"{signature}|{self.tokenizer.key}".encode()).hexdigest()[:16]
+        path = self.cache_dir / f"tokens-{key}.npy"
+        with _locked(self.cache_dir / f"{path.name}.lock"):
+            if not path.is_file():
+                parts = [self._encode_shard(s) for s in self.shards]
+                dtype = np.uint16 if self.tokenizer.vocab_size <= 1 << 16 else np.int32
+                tokens = np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
+                tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npy")
+                np.save(tmp, tokens)
+                os.replace(tmp, path)
+        return np.load(path, mmap_mode="r")
+
+    def _encode_shard(self, shard: Path, chunk: int = 10000) -> np.ndarray:
+        parts, buf = [], []
+        for p in read_paragraphs(shard):
+            buf.append(p)
+            if len(buf) == chunk:
+                parts.append(self.tokenizer.encode_paragraphs(buf))
+                buf = []
+        parts.append(self.tokenizer.encode_paragraphs(buf))
+        return np.concatenate(parts)
+
+    def val_tensors(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Validation sequences: consecutive windows of val_seq_len + 1 tokens of the held-out text,
+        overlapping by one token, so every held-out token but the first is a target exactly once
+        (a trailing part shorter than val_seq_len is left out)."""
+        L = self.cfg.val_seq_len
+        text = np.asarray(self.val_text, dtype=np.int64)
+        n = (len(text) - 1) // L
+        idx = np.arange(n)[:, None] * L + np.arange(L + 1)[None, :]
+        t = torch.from_numpy(text[idx])
+        return t[:, :-1].contiguous(), t[:, 1:].contiguous()
+
+    def class_counts(self) -> torch.Tensor:
+        return torch.from_numpy(np.bincount(np.asarray(self.train_tokens), minlength=self.vocab_size))
+
+    def stream(self, split: str, model: int, models: int, seed: int, rows: range, global_rows: int,
+               seq_len: int) -> "TextStream":
+        """Rows `rows` of model `model`'s global batches of `global_rows` rows.
+
+        `same`: every model reads the whole training text at the same offsets; `shuffled`: the
+        whole text, at offsets rotated by a model-specific amount; `disjoint`: the model reads
+        only its own contiguous 1/models of the text (fresh text for each model, as Anil's
+        partitioned data, exhausted `models` times sooner).
+        """
+        tag = _model_tag(split, model)
+        n = len(self.train_tokens)
+        start, end = (model * n // models, (model + 1) * n // models) if split == "disjoint" else (0, n)
+        length = end - start
+        rotation = int(_seed(_ROTATION, seed, tag).generate_state(1, np.uint64)[0] % np.uint64(length))
+        return TextStream(self.train_tokens, start, length, rotation, rows, global_rows, seq_len,
+                          ident=(seed, tag))
+
+
+class TextStream:
+    """`batch(step)`: segment `step` of each of this rank's rows of the training text.
+
+    Row r of the model's `global_rows` starts at `rotation + r * stride` inside the model's part
+    [start, start + length) of the text (stride = length // global_rows) and reads on from there,
+    so segment s of row r is the tokens at offset (r * stride + rotation + s * seq_len) modulo
+    `length`, plus one more for the last target: consecutive segments are consecutive text.
+    """
+
+    def __init__(self, tokens: np.ndarray, start: int, length: int, rotation: int, rows: range,
+                 global_rows: int, seq_len: int, ident: tuple[int, ...]):
+        self.stride = length // global_rows
+        if self.stride < seq_len + 1:
+            raise ValueError(f"the training text ({length} tokens for this model) is too short for "
+                             f"{global_rows} rows of segments of {seq_len} + 1 tokens")
+        self.tokens, self.start, self.length, self.rows, self.seq_len = tokens, start, length, rows, seq_len
+        self.offsets = np.array([(rotation + r * self.stride) % length for r in rows], dtype=np.int64)
+        self.keys = [_key63(_KEY, 1, *ident, r) for r in rows]
+        #: steps before a row reaches text another row of this model has read (then the data repeat)
+        self.epoch_steps = self.stride // seq_len
+        self._warned = False
+
+    def batch(self, step: int):
+        if step >= self.epoch_steps and not self._warned:
+            self._warned = True
+            warnings.warn(f"LM text stream: the training text is exhausted after {self.epoch_steps} steps "
+                          f"({self.length} tokens / {self.length // self.stride} rows / seq_len {self.seq_len}); "
+                          f"step {step} re-reads text already trained on", stacklevel=2)
+        pos = (self.offsets[:, None] + step * self.seq_len + np.arange(self.seq_len + 1)[None, :]) % self.length
+        return _batch(np.asarray(self.tokens[self.start + pos]), self.keys, step)
+
+
+class TokenWindows(torch.utils.data.Dataset):
+    """Non-overlapping windows of seq_len inputs and their next-token targets over a token
+    array: a finite, map-style view of LM text for code that wants a `Dataset`."""
+
+    def __init__(self, tokens: np.ndarray, seq_len: int):
+        self.tokens, self.seq_len = tokens, seq_len
+
+    def __len__(self) -> int:
+        return max(0, (len(self.tokens) - 1) // self.seq_len)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        s = i * self.seq_len
+        w = torch.from_numpy(np.asarray(self.tokens[s:s + self.seq_len + 1], dtype=np.int64))
+        return w[:-1], w[1:]
