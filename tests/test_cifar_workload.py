@@ -215,10 +215,11 @@ def test_bayes_bound():
 
 
 def test_embedded_needs_a_cnn():
-    """Linear rules on pixels stay near chance; a ResNet-8 trained 3 epochs does far better.
+    """Linear rules on pixels stay near chance; a small ResNet-8 trained 4 epochs does far better.
 
-    Measured (data_seed 0): nearest class mean 0.17, ridge 0.23, ResNet-8 (width 16) after 3
-    epochs 0.48-0.53 over four seeds (lr 0.05 decayed linearly to 0); Bayes bound 0.9.
+    Measured (data_seed 0): nearest class mean 0.17, ridge 0.23, ResNet-8 of width 8 after 4
+    epochs 0.46-0.50 over four seeds (lr 0.05 decayed linearly to 0); Bayes bound 0.9.
+    (Width 16, 3 epochs: 0.48-0.53, but more CPU.)
     One thread: on a busy 2-core machine, 2 threads are several times slower.
     """
     threads = torch.get_num_threads()
@@ -228,7 +229,7 @@ def test_embedded_needs_a_cnn():
     finally:
         torch.set_num_threads(threads)
     assert ncm < 0.25 and ridge < 0.32
-    assert cnn > 0.40 and cnn > ridge + 0.15
+    assert cnn > 0.38 and cnn > ridge + 0.12
     assert cnn < E.bayes_accuracy_upper_bound(CifarConfig())
 
 
@@ -245,8 +246,8 @@ def _linear_and_cnn_accuracy(data: E.EmbeddedImages) -> tuple[float, float, floa
     ridge = ((v1 @ w).argmax(1) == vy).float().mean().item()
 
     torch.manual_seed(0)
-    model = build_cifar_resnet(8, 16, 10)
-    epochs, batch = 3, 64
+    model = build_cifar_resnet(8, 8, 10)
+    epochs, batch = 4, 64
     steps = epochs * (len(tx) // batch)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1 - s / steps)

@@ -54,8 +54,8 @@ def test_deepspeed_launch_writes_documented_files_and_exact_bytes(write_config, 
 
 def test_two_ranks_equal_one_rank_with_double_batch(write_config, tmp_path):
     """Sync data parallel is exact: mean of 2 half-batch gradients == the full-batch gradient.
-    BatchNorm would make the halves see different statistics, so the model has no norm layers."""
-    common = {"workload": {"norm": "none"}, "train": {"steps": 5, "eval_every": 5}, "optimizer": {"lr": 0.05}}
+    BatchNorm would make the halves see different statistics, so the model uses GroupNorm."""
+    common = {"workload": {"norm": "group"}, "train": {"steps": 5, "eval_every": 5}, "optimizer": {"lr": 0.05}}
     one = config.load(write_config({**common, "parallel": {"world_size": 1},
                                     "train": {**common["train"], "batch_per_rank": 32}}, "one.yaml"))
     two = config.load(write_config({**common, "parallel": {"world_size": 2},

@@ -76,6 +76,8 @@ class CifarConfig(BaseModel):
     data_dir: str | None = Field(None, description="folder holding cifar-10-batches-py/ or cifar-100-python/")
     arch: Literal["resnet8", "resnet20", "resnet32", "resnet56"] = "resnet8"
     width: int = Field(16, ge=4, description="channels of the first ResNet stage (16 in He et al. 2016)")
+    norm: Literal["batch", "group", "none"] = Field(
+        "batch", description="normalisation layers: batch (He et al.), group, none (exact data-parallel checks)")
     augment: bool = Field(False, description="random crop (padding image_size/8) + horizontal flip on the train set")
     classes: int = Field(10, ge=2, le=1000)
     image_size: int = Field(16, ge=8, le=64)
@@ -237,7 +239,8 @@ class CifarWorkload(Workload):
             self._val = TensorDataset(normalize_cifar(test_x, cfg.dataset), torch.from_numpy(test_y))
 
     def build_model(self) -> nn.Module:
-        return build_cifar_resnet(CIFAR_RESNET_DEPTHS[self.cfg.arch], self.cfg.width, self.num_classes)
+        return build_cifar_resnet(CIFAR_RESNET_DEPTHS[self.cfg.arch], self.cfg.width, self.num_classes,
+                                  self.cfg.norm)
 
     def train_dataset(self) -> Dataset:
         """The training set; with `augment`, wrapped in `RandomCropFlip` (padding image_size/8: 4 on CIFAR)."""

@@ -35,7 +35,7 @@ CRITEO_LAYOUT = (
 # is the id space of the generated categories: `categories` values plus the missing bucket 0.
 EMBEDDED_HIDDEN = [64, 32]
 EMBEDDED_EMBEDDING_DIM = 8
-EMBEDDED_CATEGORIES = 400
+EMBEDDED_CATEGORIES = 100
 
 Width = Annotated[int, Field(ge=1)]
 
@@ -77,8 +77,8 @@ class CtrConfig(BaseModel):
     hash_buckets: int = Field(2 ** 18, ge=2, le=MAX_HASH_BUCKETS,
                               description="rows per categorical feature's embedding table: bucket 0 for a "
                               "missing value, the rest for hashed strings")
-    train_size: int = Field(20_000, ge=1, description="embedded: training samples (a finite set)")
-    val_size: int = Field(10_000, ge=1, description="embedded: validation samples")
+    train_size: int = Field(100_000, ge=1, description="embedded: training samples (a finite set)")
+    val_size: int = Field(20_000, ge=1, description="embedded: validation samples")
     categories: int = Field(EMBEDDED_CATEGORIES, ge=2, description="embedded: the largest number of values of "
                             "a categorical feature (each feature's own count lies in [2, categories])")
     data_seed: int = Field(0, ge=0, description="embedded: seed of the generator")

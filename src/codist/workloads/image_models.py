@@ -36,15 +36,27 @@ class _ShortcutA(nn.Module):
         return x
 
 
-class BasicBlock(nn.Module):
-    """Two 3x3 conv-BN layers with a residual connection (He et al. 2016, Fig. 2)."""
+def norm_layer(kind: str, channels: int) -> nn.Module:
+    """BatchNorm (He et al.), GroupNorm (batch-independent: model averaging and exact
+    data-parallel equivalence), or none."""
+    if kind == "batch":
+        return nn.BatchNorm2d(channels)
+    if kind == "group":
+        return nn.GroupNorm(min(8, channels), channels)
+    if kind == "none":
+        return nn.Identity()
+    raise ValueError(f"norm {kind!r}: allowed 'batch', 'group', 'none'")
 
-    def __init__(self, in_channels: int, out_channels: int, stride: int):
+
+class BasicBlock(nn.Module):
+    """Two 3x3 conv-norm layers with a residual connection (He et al. 2016, Fig. 2)."""
+
+    def __init__(self, in_channels: int, out_channels: int, stride: int, norm: str = "batch"):
         super().__init__()
         self.conv1 = nn.Conv2d(in_channels, out_channels, 3, stride=stride, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm2d(out_channels)
+        self.bn1 = norm_layer(norm, out_channels)
         self.conv2 = nn.Conv2d(out_channels, out_channels, 3, stride=1, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm2d(out_channels)
+        self.bn2 = norm_layer(norm, out_channels)
         if stride != 1 or in_channels != out_channels:
             self.shortcut: nn.Module = _ShortcutA(in_channels, out_channels, stride)
         else:
@@ -59,7 +71,8 @@ class BasicBlock(nn.Module):
 class CifarResNet(nn.Module):
     """ResNet-(6n+2) for small images; `width` is the first stage's channel count (16 in the paper)."""
 
-    def __init__(self, depth: int, width: int = 16, num_classes: int = 10, in_channels: int = 3):
+    def __init__(self, depth: int, width: int = 16, num_classes: int = 10, in_channels: int = 3,
+                 norm: str = "batch"):
         super().__init__()
         if depth < 8 or (depth - 2) % 6:
             raise ValueError(f"CIFAR ResNet depth must be 6n+2 with n >= 1 (8, 14, 20, 32, 56, ...), got {depth}")
@@ -68,20 +81,20 @@ class CifarResNet(nn.Module):
         n = (depth - 2) // 6
         self.depth, self.width, self.num_classes = depth, width, num_classes
         self.conv = nn.Conv2d(in_channels, width, 3, stride=1, padding=1, bias=False)
-        self.bn = nn.BatchNorm2d(width)
+        self.bn = norm_layer(norm, width)
         layers: list[nn.Module] = []
         channels = width
         for stage, out_channels in enumerate((width, 2 * width, 4 * width)):
             for block in range(n):
                 stride = 2 if stage > 0 and block == 0 else 1
-                layers.append(BasicBlock(channels, out_channels, stride))
+                layers.append(BasicBlock(channels, out_channels, stride, norm))
                 channels = out_channels
         self.layers = nn.Sequential(*layers)
         self.fc = nn.Linear(channels, num_classes)
         for m in self.modules():
             if isinstance(m, nn.Conv2d):
                 nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-            elif isinstance(m, nn.BatchNorm2d):
+            elif isinstance(m, (nn.BatchNorm2d, nn.GroupNorm)):
                 nn.init.ones_(m.weight)
                 nn.init.zeros_(m.bias)
 
@@ -92,6 +105,6 @@ class CifarResNet(nn.Module):
         return self.fc(x)
 
 
-def build_cifar_resnet(depth: int, width: int = 16, num_classes: int = 10) -> CifarResNet:
+def build_cifar_resnet(depth: int, width: int = 16, num_classes: int = 10, norm: str = "batch") -> CifarResNet:
     """A freshly initialised CIFAR ResNet; the caller seeds torch beforehand for reproducibility."""
-    return CifarResNet(depth, width, num_classes)
+    return CifarResNet(depth, width, num_classes, norm=norm)

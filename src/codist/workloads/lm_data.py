@@ -93,6 +93,12 @@ def _batch(tokens: np.ndarray, keys: list[int], step: int) -> tuple[dict, torch.
 # =============================================================================== embedded language
 
 
+def _cumulative(p: np.ndarray) -> np.ndarray:
+    c = np.cumsum(p, axis=-1)
+    c[..., -1] = 2.0
+    return c
+
+
 class HmmLanguage:
     """A hidden Markov model over `vocab` tokens with `states` hidden states.
 
@@ -112,15 +118,19 @@ class HmmLanguage:
         a = (1 - TRANSITION_FLOOR) * a / a.sum(1, keepdims=True) + TRANSITION_FLOOR / k
         base = 1.0 / np.arange(1, vocab + 1) ** zipf
         base /= base.sum()
+        # order[s, r]: the token of rank r in state s
+        order = np.stack([rng.permutation(vocab) for _ in range(k)])
         e = np.empty((k, vocab))
-        for s in range(k):
-            e[s, rng.permutation(vocab)] = base   # token perm[r] has rank r in state s
+        np.put_along_axis(e, order, base[None, :], axis=1)
         self.vocab, self.states = vocab, k
-        self.A, self.E = a, e
+        self.A, self.E, self._order = a, e, order
+        self._E_by_token = np.ascontiguousarray(e.T)   # (vocab, states): likelihood of each state
         self.pi = self._stationary(a)
-        self._cum_pi = np.cumsum(self.pi).tolist()
-        self._cum_A = np.cumsum(a, axis=1).tolist()
-        self._cum_E = np.cumsum(e, axis=1)
+        # Cumulative laws for inverse-CDF sampling; the last entry is raised above 1 so that a
+        # uniform draw never falls past it through rounding.
+        self._cum_pi = _cumulative(self.pi).tolist()
+        self._cum_A = _cumulative(a).tolist()
+        self._cum_rank = _cumulative(base)
 
     @staticmethod
     def _stationary(a: np.ndarray) -> np.ndarray:
@@ -145,22 +155,23 @@ class HmmLanguage:
         return float(-(p * np.log(p)).sum())
 
     def sample(self, seed: np.random.SeedSequence, length: int) -> np.ndarray:
-        """`length` tokens of one stationary run, a function of `seed` alone (int64)."""
+        """`length` tokens of one stationary run, a function of `seed` alone (int64).
+
+        Inverse-CDF sampling from two streams of uniforms: one drives the state chain (a Python
+        loop: each state depends on the last), the other the emissions, drawn as ranks of the
+        shared Zipf law and mapped through each state's order of the vocabulary (vectorised).
+        """
         rng = np.random.default_rng(seed)
         u_state, u_emit = rng.random(length), rng.random(length)
-        last = self.states - 1
-        states = np.empty(length, dtype=np.int64)
-        cum_a = self._cum_A
-        s = min(bisect.bisect_right(self._cum_pi, u_state[0]), last)
-        states[0] = s
-        for t, u in enumerate(u_state[1:].tolist(), start=1):   # inverse-CDF step of the chain
-            s = min(bisect.bisect_right(cum_a[s], u), last)
-            states[t] = s
-        tokens = np.empty(length, dtype=np.int64)
-        for s in np.unique(states):                              # emissions, one state at a time
-            at = states == s
-            tokens[at] = np.searchsorted(self._cum_E[s], u_emit[at], side="right")
-        return np.minimum(tokens, self.vocab - 1)
+        cum_a, search = self._cum_A, bisect.bisect_right
+        s = search(self._cum_pi, u_state[0])
+        states = [s]
+        append = states.append
+        for u in u_state[1:].tolist():
+            s = search(cum_a[s], u)
+            append(s)
+        ranks = np.searchsorted(self._cum_rank, u_emit, side="right")
+        return self._order[np.asarray(states), ranks].astype(np.int64)
 
     def nll(self, seqs: np.ndarray) -> np.ndarray:
         """Bayes-optimal -log p(x_t | x_<t) for t >= 1 of each row of `seqs` (N, L+1) -> (N, L).
@@ -172,7 +183,7 @@ class HmmLanguage:
         alpha = np.tile(self.pi, (n, 1))          # p(state_t | x_<t)
         out = np.zeros((n, length - 1))
         for t in range(length):
-            joint = alpha * self.E[:, seqs[:, t]].T
+            joint = alpha * self._E_by_token[seqs[:, t]]
             z = joint.sum(1)
             if t:
                 out[:, t - 1] = -np.log(z)
@@ -238,8 +249,10 @@ class EmbeddedStream:
     def row_tokens(self, i: int, start: int, n: int) -> np.ndarray:
         """Tokens [start, start + n) of the i-th row's text."""
         first, last = start // self.doc_len, (start + n - 1) // self.doc_len
-        text = np.concatenate([self._doc(i, d) for d in range(first, last + 1)])
         off = start - first * self.doc_len
+        if first == last:
+            return self._doc(i, first)[off:off + n]
+        text = np.concatenate([self._doc(i, d) for d in range(first, last + 1)])
         return text[off:off + n]
 
     def batch(self, step: int):
