@@ -9,10 +9,12 @@ CORES  ?= $(shell nproc 2>/dev/null || echo 2)
 
 .PHONY: install test test-fast replicate dry-run bench clean-results
 
-$(STAMP): env/requirements.txt pyproject.toml
+$(STAMP): env/requirements.txt env/requirements-build.txt env/requirements-fairseq.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -r env/requirements.txt
+	$(BIN)/pip install -q -r env/requirements-build.txt
+	$(BIN)/pip install -q --no-build-isolation -r env/requirements-fairseq.txt
 	$(BIN)/pip install -q --no-deps -e .
 	touch $(STAMP)
 

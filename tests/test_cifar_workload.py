@@ -11,7 +11,7 @@ import torch
 from pydantic import ValidationError
 from torch.nn import functional as F
 
-from codist.workloads import REGISTRY, build_workload
+from codist.workloads import REGISTRY, build_workload, workload_class
 from codist.workloads import embedded_images as E
 from codist.workloads.cifar import CIFAR_STATS, CifarConfig, CifarWorkload, RandomCropFlip
 from codist.workloads.image_models import build_cifar_resnet
@@ -159,7 +159,7 @@ def test_config_errors_name_the_key():
         CifarConfig(label_noise=0.5)
     with pytest.raises(ValidationError, match="augmentation"):
         CifarConfig(augmentation=True)  # unknown key
-    assert REGISTRY["cifar"] == (CifarConfig, CifarWorkload)
+    assert REGISTRY["cifar"][0] is CifarConfig and workload_class("cifar") is CifarWorkload
 
 
 # --------------------------------------------------------------------------- embedded data

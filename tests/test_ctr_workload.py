@@ -5,7 +5,6 @@ learnable), the 2-logit model and its log loss, and prediction churn."""
 from __future__ import annotations
 
 import math
-import zlib
 
 import pytest
 import torch

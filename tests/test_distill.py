@@ -50,3 +50,15 @@ def test_teacher_probs_is_mean_of_teachers():
 def test_unknown_kind_rejected():
     with pytest.raises(ValueError, match="allowed 'kl', 'soft_ce'"):
         distill_loss(torch.zeros(1, 2), torch.full((1, 2), 0.5), 1.0, "mse")
+
+
+def test_mask_averages_over_real_positions_only():
+    s, t = torch.randn(2, 5, 7), torch.randn(2, 5, 7)
+    q = teacher_probs([t], 1.0)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], dtype=torch.bool)
+    per_pos = distill_loss(s[mask], q[mask], 1.0)          # the real positions alone
+    torch.testing.assert_close(distill_loss(s, q, 1.0, mask=mask), per_pos)
+    # padding positions cannot move the value
+    s2 = s.clone()
+    s2[0, 3:] = 100.0
+    torch.testing.assert_close(distill_loss(s2, q, 1.0, mask=mask), per_pos)

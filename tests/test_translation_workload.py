@@ -87,11 +87,26 @@ def test_missing_or_incomplete_data_dir(tmp_path):
 def test_config_defaults_and_errors():
     emb, real = TranslationConfig(), TranslationConfig(dataset="fairseq", data_dir="/x")
     assert (emb.arch, emb.gen_max_len_b) == ("transformer_tiny", 5)
-    assert (real.arch, real.gen_max_len_a, real.gen_max_len_b) == ("transformer_vaswani_wmt_en_de_big", 0.0, 200)
+    assert (real.arch, real.gen_max_len_a, real.gen_max_len_b, real.max_len) == \
+        ("transformer_vaswani_wmt_en_de_big", 0.0, 200, 1022)
+    assert TranslationConfig(max_len=9).max_len == 9 and emb.max_len == 16
     with pytest.raises(ValidationError, match="extra"):
         TranslationConfig(vocabulary=10)
     with pytest.raises(ValidationError, match="arch"):
         TranslationConfig(arch="transformer_huge")
+
+
+def test_shared_embeddings_need_a_joined_dictionary(tmp_path, cache):
+    data = write_fairseq(tmp_path)
+    cfg = TranslationConfig(dataset="fairseq", data_dir=str(data), source_lang="de", target_lang="en",
+                            arch="transformer_tiny", share_embeddings="all")
+    with pytest.raises(ValueError, match="joined dictionary.*dict.de.txt"):
+        TranslationWorkload(cfg, 0).train_dataset()
+    joined = TranslationWorkload(TranslationConfig(cache_dir=str(cache), share_embeddings="all", **SMALL), 0)
+    model = joined.build_model()
+    assert joined.src_dict is joined.tgt_dict
+    assert model.encoder.embed_tokens.weight is model.decoder.embed_tokens.weight
+    assert model.decoder.output_projection.weight is model.decoder.embed_tokens.weight
 
 
 # --------------------------------------------------------------------------- the embedded corpus
@@ -151,6 +166,7 @@ def test_loss_and_nll_ignore_padding(workload, model):
     assert torch.allclose(workload.loss(tight, y), workload.loss(loose, yp), atol=1e-5)
     a, b = workload.eval_sums(tight, y), workload.eval_sums(loose, yp)
     assert a["tokens"] == b["tokens"] == float(y.ne(pad).sum()) and a["nll_sum"] == pytest.approx(b["nll_sum"], rel=1e-5)
+    assert torch.equal(workload.token_mask(yp, tight), y.ne(pad))
     ce = F.cross_entropy(tight.transpose(1, 2), y, ignore_index=pad)
     assert a["nll_sum"] / a["tokens"] == pytest.approx(float(ce), rel=1e-5)
     smoothed = workload.loss(tight, y)

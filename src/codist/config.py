@@ -316,7 +316,7 @@ def to_dict(cfg: RunConfig) -> dict[str, Any]:
 
 
 #: config keys that do not change a run's results, so are not part of its id
-NOT_IN_RUN_ID = ("name", "source", "launch", "train.save_model", "train.checkpoint_every")
+NOT_IN_RUN_ID = ("name", "source", "launch", "train.save_model", "train.checkpoint_every", "workload.cache_dir")
 
 
 def run_id(cfg: RunConfig) -> str:
@@ -332,7 +332,7 @@ def run_id(cfg: RunConfig) -> str:
         *path, last = key.split(".")
         node = d
         for part in path:
-            node = node[part]
+            node = node.get(part, {})
         node.pop(last, None)
     d["data_version"] = data_version(cfg.workload.name)
     blob = json.dumps(d, sort_keys=True, separators=(",", ":"))

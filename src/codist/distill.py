@@ -19,8 +19,9 @@ def teacher_probs(teacher_logits: list[torch.Tensor], temperature: float) -> tor
 
 
 def distill_loss(student_logits: torch.Tensor, target_probs: torch.Tensor, temperature: float = 1.0,
-                 kind: str = "kl") -> torch.Tensor:
-    """Mean over the batch of the distillation term; `target_probs` carry no gradient."""
+                 kind: str = "kl", mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean over the batch (over positions where `mask` is 1, e.g. not padding) of the
+    distillation term; `target_probs` carry no gradient."""
     log_p = F.log_softmax(student_logits / temperature, dim=-1)
     q = target_probs.detach()
     if kind == "kl":
@@ -29,4 +30,7 @@ def distill_loss(student_logits: torch.Tensor, target_probs: torch.Tensor, tempe
         per_sample = -(q * log_p).sum(-1)
     else:
         raise ValueError(f"distillation loss {kind!r}: allowed 'kl', 'soft_ce'")
-    return per_sample.mean() * temperature ** 2
+    if mask is None:
+        return per_sample.mean() * temperature ** 2
+    mask = mask.to(per_sample.dtype)
+    return (per_sample * mask).sum() / mask.sum().clamp_min(1) * temperature ** 2

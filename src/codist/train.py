@@ -55,8 +55,7 @@ class Evaluator:
             sums: dict[str, float] = {}
             for batch in eval_batches(self.val, topo.ranks_per_model, topo.dp_rank, ctx.cfg.train.eval_batch):
                 x, y = to_device(batch, ctx.device)
-                out = ctx.workload.forward(model, x)
-                for k, v in ctx.workload.eval_sums(out, y).items():
+                for k, v in ctx.workload.eval_model_sums(model, x, y).items():
                     sums[k] = sums.get(k, 0.0) + v
             model.train(was_training)
             rows[name] = sums

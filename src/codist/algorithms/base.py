@@ -17,7 +17,7 @@ from ..config import RunConfig
 from ..data import to_device
 from ..distributed import Topology
 from ..engine import build_engine
-from ..workloads import Workload
+from ..workloads.base import Workload
 
 
 @dataclass

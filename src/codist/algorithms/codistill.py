@@ -108,4 +108,5 @@ class Codistill(Algorithm):
             return base
         teacher = self._teacher_logits if a.exchange == "checkpoint" else self.exchange_predictions(logits)
         target = teacher_probs(teacher, a.temperature)
-        return base + self.alpha(step) * distill_loss(logits, target, a.temperature, a.loss)
+        mask = self.workload.token_mask(y, logits)
+        return base + self.alpha(step) * distill_loss(logits, target, a.temperature, a.loss, mask)

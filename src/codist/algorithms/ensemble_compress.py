@@ -62,7 +62,9 @@ class EnsembleCompress(Algorithm):
             return ce
         with torch.no_grad():
             target = torch.softmax(self.global_model(x) / a.temperature, dim=-1)
-        return (1 - a.distill_weight) * ce + a.distill_weight * distill_loss(logits, target, a.temperature, a.loss)
+        mask = self.workload.token_mask(y, logits)
+        return (1 - a.distill_weight) * ce + a.distill_weight * distill_loss(logits, target, a.temperature,
+                                                                               a.loss, mask)
 
     def extra_eval_names(self) -> list[str]:
         return ["G"]

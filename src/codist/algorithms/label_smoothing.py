@@ -20,4 +20,5 @@ class LabelSmoothing(Algorithm):
     def loss(self, step, x, y, logits):
         w = self.cfg.algorithm.weight
         target = self.prior.expand_as(logits)
-        return (1 - w) * self.workload.loss(logits, y) + w * distill_loss(logits, target, 1.0, "soft_ce")
+        mask = self.workload.token_mask(y, logits)
+        return (1 - w) * self.workload.loss(logits, y) + w * distill_loss(logits, target, 1.0, "soft_ce", mask)

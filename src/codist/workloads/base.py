@@ -63,6 +63,17 @@ class Workload(ABC):
         """Mean training loss over the batch (cross-entropy on logits by default)."""
         return nn.functional.cross_entropy(outputs, targets)
 
+    def token_mask(self, targets: torch.Tensor, outputs: torch.Tensor | None = None) -> torch.Tensor | None:
+        """Which output positions are real (1) rather than padding (0), shaped like the outputs
+        without their last dim; None when every position counts. Distillation terms average
+        over the real positions only."""
+        return None
+
+    def eval_model_sums(self, model: nn.Module, inputs, targets) -> dict[str, float]:
+        """Evaluation statistics of a model on one validation batch. The default scores its
+        outputs; a workload whose metric needs the model itself (beam search for BLEU) overrides it."""
+        return self.eval_sums(self.forward(model, inputs), targets)
+
     def eval_sums(self, outputs: torch.Tensor, targets: torch.Tensor) -> dict[str, float]:
         """Additive statistics of one validation batch (summed, not averaged)."""
         losses = nn.functional.cross_entropy(outputs, targets, reduction="sum")

@@ -23,8 +23,10 @@ padding in the whole batch, so this costs nothing.
 
 Inputs and outputs. Batch inputs are dicts {src_tokens, src_lengths, prev_output_tokens};
 `forward` returns the decoder's logits (B, T, V); targets (B, T) hold the pad index at padding.
-The loss and every evaluation statistic skip target == pad. Codist's distillation terms
-average over all B*T positions, padding included (see `token_mask`).
+The loss and every evaluation statistic skip target == pad; so do codist's distillation and
+prior terms, which average over the positions `token_mask` marks as real (without it they
+would average over padding too, scaling alpha by the batch's share of real tokens and
+training the decoder to match the teacher after eos).
 
 Metrics. val_nll (nats per target token, eos included, no smoothing: the headline),
 val_loss (the same number), val_nll_bits (base 2: fairseq logs nll_loss in bits, which is the
@@ -52,13 +54,15 @@ from .translation_config import TranslationConfig
 TINY_OVERRIDES = {"encoder_attention_heads": 4, "decoder_attention_heads": 4,
                   "encoder_ffn_embed_dim": 128, "decoder_ffn_embed_dim": 128}
 
-INPUT_KEYS = ("src_tokens", "src_lengths", "prev_output_tokens")
 BLEU_ORDER = 4
 
 # Embedded target for val_nll (time-to-target): the Bayes NLL of the corpus plus this margin,
-# in nats per token. Measured with the defaults (transformer_tiny, Adam lr 1e-3, batch 64, one
-# thread): the plain loop passes bayes + 0.5 after about 20 s of training and keeps improving,
-# so the target separates fast from slow algorithms without any of them sitting at the floor.
+# in nats per token (0.127 + 0.5 at the defaults). Measured with the defaults (transformer_tiny,
+# Adam lr 3e-3 betas (0.9, 0.98), 32 pairs per batch, one thread on a shared 2-core machine,
+# ~3.5k target tokens/s): val_nll 1.0 after 45 s (~500 updates), 0.72 after 75 s, 0.49 after 90 s,
+# 0.39 after 100 s (BLEU 75 vs the MAP translator's 85). So a plain run reaches the target in
+# about 80 s and keeps improving: the target separates fast from slow algorithms without any
+# of them having to sit at the floor.
 EMBEDDED_TARGET_MARGIN = 0.5
 
 
@@ -310,9 +314,13 @@ class TranslationWorkload(Workload):
             targets = targets[:, :t]
         return targets
 
-    def token_mask(self, targets: torch.Tensor) -> torch.Tensor:
-        """True at real target tokens (eos included), False at padding: what a distillation term
-        should average over (the hook codist's algorithms could use; see the module docstring)."""
+    def token_mask(self, targets: torch.Tensor, outputs: torch.Tensor | None = None) -> torch.Tensor:
+        """True at real target tokens (eos included), False at padding, shaped like `outputs`
+        without its class dimension when given: the positions a distillation or prior term
+        should average over. In a default-size embedded batch ~38% of positions are padding,
+        which distill_loss leaves out through this mask."""
+        if outputs is not None:
+            targets = self._align(outputs, targets)
         return targets.ne(self.pad)
 
     def loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

@@ -8,9 +8,10 @@ transduction (see `translation_data.py`), binarizes it with fairseq-preprocess a
 exactly like real fairseq data.
 
 Defaults that depend on the data set are filled in before validation (as in `ctr_config`): for
-`embedded`, `arch` defaults to `transformer_tiny` and generation length to the source length
-plus 5; for `fairseq`, `arch` defaults to `transformer_vaswani_wmt_en_de_big` and generation
-length to fairseq-generate's defaults (max_len_a 0, max_len_b 200). The filled-in values are
+`embedded`, `arch` defaults to `transformer_tiny`, `max_len` to 16 and generation length to the
+source length plus 5; for `fairseq`, `arch` defaults to `transformer_vaswani_wmt_en_de_big`,
+`max_len` to 1022 (fairseq's 1024 positions) and generation length to fairseq-generate's
+defaults (max_len_a 0, max_len_b 200). The filled-in values are
 ordinary field values, so the resolved config (run id, manifest) shows what was built.
 """
 from __future__ import annotations
@@ -31,8 +32,10 @@ FAIRSEQ_LAYOUT = (
 #: is fairseq's own `transformer_tiny` preset with two documented overrides (see translation.py)
 ARCHS = ("transformer_vaswani_wmt_en_de_big", "transformer_iwslt_de_en", "transformer_tiny")
 
-EMBEDDED_DEFAULTS = {"arch": "transformer_tiny", "gen_max_len_a": 1.0, "gen_max_len_b": 5}
-FAIRSEQ_DEFAULTS = {"arch": "transformer_vaswani_wmt_en_de_big", "gen_max_len_a": 0.0, "gen_max_len_b": 200}
+# max_len 1022: model positions 1024, fairseq's --max-source/target-positions default
+EMBEDDED_DEFAULTS = {"arch": "transformer_tiny", "gen_max_len_a": 1.0, "gen_max_len_b": 5, "max_len": 16}
+FAIRSEQ_DEFAULTS = {"arch": "transformer_vaswani_wmt_en_de_big", "gen_max_len_a": 0.0, "gen_max_len_b": 200,
+                    "max_len": 1022}
 
 
 class TranslationConfig(BaseModel):
@@ -61,7 +64,7 @@ class TranslationConfig(BaseModel):
                                   description="None: the architecture preset's (big 0.3; iwslt 0.1, whose fairseq "
                                               "recipe passes --dropout 0.3; tiny 0.1)")
     label_smoothing: float = Field(0.1, ge=0.0, lt=1.0, description="epsilon of the training loss (Ott et al. 2018)")
-    max_len: int = Field(16, ge=1, le=1022,
+    max_len: int = Field(ge=1, le=1022,
                          description="longest sentence kept, in tokens without eos (pairs with a longer side are "
                                      "left out of train and valid, as fairseq filters by size); embedded: the "
                                      "longest generated sentence; also the model's max positions minus 2")

@@ -331,6 +331,7 @@ def ensure_embedded(cfg) -> Path:
             facts = {"knobs": knobs, **corpus.facts, "generate_s": round(gen_s, 4),
                      "preprocess_s": round(prep_s, 4)}
             (tmp / "corpus.json").write_text(json.dumps(facts, indent=1, sort_keys=True))
+            os.chmod(tmp, 0o755)   # mkdtemp makes it private; the cache is shared like any other
             os.rename(tmp, final)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
