@@ -52,7 +52,7 @@ def assert_same_run(a: Path, b: Path):
     for name in ("0", "1"):
         x = torch.load(a / f"model_{name}.pt", weights_only=True)
         y = torch.load(b / f"model_{name}.pt", weights_only=True)
-        assert all(torch.equal(x[k], y[k]) for k in x)
+        torch.testing.assert_close(x, y, rtol=0, atol=0)   # nested: an LM's carried state too
     sa, sb = (json.loads((d / "summary.json").read_text())["comm"] for d in (a, b))
     sa["by_category"].pop("control"), sb["by_category"].pop("control")   # barriers of the restart itself
     assert sa == sb
@@ -84,6 +84,25 @@ def test_sigkill_of_whole_job_then_rerun_equals_uninterrupted(reference, cfg_pat
     summary = json.loads((out / "summary.json").read_text())
     assert summary["resumed_from_step"] >= 10
     assert_same_run(reference, out)
+
+
+LM_RUN = {**deep_update(RUN, {"optimizer": {"name": "adam", "lr": 0.003, "weight_decay": 0.0}}),
+          "workload": {"name": "lm", "val_tokens": 4096}}
+
+
+def test_lm_resume_equals_uninterrupted_with_carried_hidden_state(tmp_path):
+    """The LM carries hidden state across batches, in students and teachers: both are in the checkpoint."""
+    ref = launch_run(tmp_path / "ref", LM_RUN, base={})
+    cfg_path = tmp_path / "lm.yaml"
+    cfg_path.write_text(yaml.safe_dump(LM_RUN))
+    out = tmp_path / "preempted"
+    proc = start(cfg_path, out)
+    wait_for_checkpoint(out, proc, 10)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=120) == launch.EXIT_PREEMPTED
+    rerun = start(cfg_path, out)
+    assert rerun.wait(timeout=300) == 0, rerun.stdout.read()
+    assert_same_run(ref, out)
 
 
 def test_sigterm_checkpoints_and_exits_for_requeue(reference, cfg_path, tmp_path):

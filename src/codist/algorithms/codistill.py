@@ -81,14 +81,15 @@ class Codistill(Algorithm):
             return [buf]
 
     def checkpoint_state(self) -> dict:
+        # whole state dicts: a teacher may carry more than parameters (an LM's hidden state)
         return {**super().checkpoint_state(), "exchanges": self.exchanges,
-                "teachers": {str(j): flat_state(m) for j, m in self.teachers.items()}}
+                "teachers": {str(j): m.state_dict() for j, m in self.teachers.items()}}
 
     def load_checkpoint_state(self, state: dict) -> None:
         super().load_checkpoint_state(state)
         self.exchanges = state["exchanges"]
-        for j, flat in state["teachers"].items():
-            load_flat_state(self.teachers[int(j)], flat)
+        for j, teacher_state in state["teachers"].items():
+            self.teachers[int(j)].load_state_dict(teacher_state)
 
     # ------------------------------------------------------------ hooks
     def before_step(self, step, x, y) -> None:

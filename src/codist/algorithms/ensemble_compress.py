@@ -42,14 +42,12 @@ class EnsembleCompress(Algorithm):
         self.rounds += 1
 
     def checkpoint_state(self) -> dict:
-        return {**super().checkpoint_state(), "rounds": self.rounds,
-                "members": [flat_state(m) for m in self.global_model.members]}
+        return {**super().checkpoint_state(), "rounds": self.rounds, "global": self.global_model.state_dict()}
 
     def load_checkpoint_state(self, state: dict) -> None:
         super().load_checkpoint_state(state)
         self.rounds = state["rounds"]
-        for member, flat in zip(self.global_model.members, state["members"]):
-            load_flat_state(member, flat)
+        self.global_model.load_state_dict(state["global"])
 
     def after_step(self, step: int) -> None:
         if (step + 1) % self.cfg.algorithm.tau == 0:
