@@ -21,10 +21,10 @@ $(STAMP): env/requirements.txt env/requirements-build.txt env/requirements-fairs
 install: $(STAMP)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q -m "not slow"
 
 replicate: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --profile env/profiles/local --cores $(CORES)

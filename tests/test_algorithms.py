@@ -203,7 +203,6 @@ def test_label_smoothing_and_ensemble_run(runs):
 def test_powersgd_bytes_match_its_compression_and_fall_below_allreduce(runs):
     """Plain all-reduce for start_iter updates, then rank-1 factors: per update the ring moves
     2(p-1)/p x 4 bytes x (sum of (rows + cols) x rank over compressed matrices + the rest)."""
-    from codist.algorithms.ddp_baselines import PowerSGD   # noqa: F401  (the class under test)
     from torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook import _should_compress
     extra = {"parallel": {"world_size": 2}, "algorithm": {"name": "powersgd", "start_iter": 2}}
     s = read_summary(runs("powersgd", extra))["comm"]["by_category"]["grad_allreduce"]

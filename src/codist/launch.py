@@ -64,7 +64,7 @@ def free_port() -> int:
 
 def expand_nodelist(nodelist: str) -> list[str]:
     """SLURM's compact host list ("gpu[01-02,05],cpu7") as host names, in order."""
-    hosts, i = [], 0
+    hosts = []
     for item in re.findall(r"[^,\[]+(?:\[[^\]]*\])?[^,]*", nodelist):
         m = re.fullmatch(r"(.*?)\[([^\]]*)\](.*)", item)
         if not m:
@@ -142,6 +142,9 @@ def launch_env(cfg: RunConfig, device: str, threads: int) -> dict[str, str]:
     if device == "cpu":
         env["DS_ACCELERATOR"] = "cpu"
         env["CUDA_VISIBLE_DEVICES"] = ""
+    # the ranks use this environment's tools (e.g. its ninja to build DeepSpeed ops: two ninja
+    # versions alternating over one build directory rebuild it every time)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     # the per-rank processes must import this very package, installed or not
     src = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join([src, env["PYTHONPATH"]]) if env.get("PYTHONPATH") else src

@@ -60,7 +60,7 @@ class Evaluator:
             model.train(was_training)
             rows[name] = sums
             keys = list(sums)
-        if keys is None:  # every rank holds a model and a non-empty shard (checked in config)
+        if keys is None:  # every algorithm gives each rank its own model to evaluate
             raise RuntimeError(f"rank {topo.rank}: the algorithm gave this rank no model to evaluate")
         cols = keys + ["train_loss_sum", "train_loss_count", "comm_sent_bytes"]
         table = torch.zeros(len(self.names), len(cols), dtype=torch.float64)
@@ -169,6 +169,7 @@ def main(argv=None) -> int:
     start = start or 0
 
     def save_checkpoint(done: int) -> None:
+        t0 = time.perf_counter()
         group_state = None
         if topo.dp_rank == 0:
             group_state = {"group": topo.model_index, "algorithm": algo.checkpoint_state()}
@@ -176,6 +177,8 @@ def main(argv=None) -> int:
                         {"rng": torch.get_rng_state(), "meter": meter.as_tensor(), "timers": timers,
                          "rows": json.dumps(rows)},
                         barrier=lambda: meter.barrier())
+        timers["checkpoint_s"] = timers.get("checkpoint_s", 0.0) + time.perf_counter() - t0
+        timers["checkpoints"] = timers.get("checkpoints", 0) + 1
 
     launched = float(os.environ.get("CODIST_LAUNCH_UNIX", t_process))
     bar = None
@@ -268,6 +271,8 @@ def summary(cfg, workload, history, totals, topo, steps, per_model_batch, timers
         "world_size": topo.world_size,
         "wall_s": round(timers["train_s"], 4),
         "eval_s": round(timers["eval_s"], 4),
+        "checkpoint_s": round(timers.get("checkpoint_s", 0.0), 4),   # writing checkpoints (all of them)
+        "checkpoints": timers.get("checkpoints", 0),
         "setup_s": None if setup_s is None else round(setup_s, 4),   # launch to first update (of this process)
         "elapsed_s": round(elapsed_s, 4),
         "resumed_from_step": resumed_from or None,

@@ -29,7 +29,6 @@ document and no two uses share random numbers.
 from __future__ import annotations
 
 import bisect
-import contextlib
 import gzip
 import hashlib
 import io
@@ -43,6 +42,7 @@ from typing import Iterable, Iterator
 import numpy as np
 import torch
 
+from ..runlog import file_lock
 from .lm_config import BYTES_VOCAB_SIZE, TEXT_LAYOUT, TEXT_SHARD_PATTERNS, LmConfig
 
 # Leading entries of the seed tuples: one per use of randomness.
@@ -450,17 +450,6 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-@contextlib.contextmanager
-def _locked(path: Path):
-    """An exclusive lock on `path` (a lock file): ranks that build the same cache file wait for
-    the first one instead of all building it."""
-    import fcntl
-    with path.open("a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 # =============================================================================== text corpus
@@ -518,7 +507,7 @@ class TextCorpus:
             return SentencePieceTokenizer(cfg.tokenizer_model)
         key = hashlib.sha256(f"{signature}|{cfg.spm_vocab_size}|{sorted(SPM_SETTINGS.items())}".encode())
         path = self.cache_dir / f"spm-{key.hexdigest()[:16]}.model"
-        with _locked(self.cache_dir / f"{path.name}.lock"):
+        with file_lock(self.cache_dir / f"{path.name}.lock"):
             if not path.is_file():
                 train_sentencepiece(self.paragraphs(), cfg.spm_vocab_size, path)
         return SentencePieceTokenizer(path)
@@ -526,7 +515,7 @@ class TextCorpus:
     def _tokens(self, signature: str) -> np.ndarray:
         key = hashlib.sha256(f"{signature}|{self.tokenizer.key}".encode()).hexdigest()[:16]
         path = self.cache_dir / f"tokens-{key}.npy"
-        with _locked(self.cache_dir / f"{path.name}.lock"):
+        with file_lock(self.cache_dir / f"{path.name}.lock"):
             if not path.is_file():
                 parts = [self._encode_shard(s) for s in self.shards]
                 dtype = np.uint16 if self.tokenizer.vocab_size <= 1 << 16 else np.int32

@@ -25,8 +25,6 @@ place, with a file lock so that the ranks of a run build it once.
 """
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -38,6 +36,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ..runlog import file_lock
 
 #: bump when the generator's output for the same knobs changes (changes every cache key)
 GENERATOR_VERSION = 1
@@ -289,14 +289,6 @@ def cache_root(cfg) -> Path:
     return (Path(base) if base else Path.home() / ".cache" / "codist") / "translation"
 
 
-@contextlib.contextmanager
-def _locked(path: Path):
-    with path.open("a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def ensure_embedded(cfg) -> Path:
@@ -313,7 +305,7 @@ def ensure_embedded(cfg) -> Path:
     final = root / key
     if (final / "corpus.json").is_file():
         return final
-    with _locked(root / f"{key}.lock"):
+    with file_lock(root / f"{key}.lock"):
         if (final / "corpus.json").is_file():   # another rank built it while we waited
             return final
         for stale in root.glob(f".{key}.tmp*"):  # left by a killed build (we hold the lock)
