@@ -27,6 +27,7 @@ from .workloads import build_workload
 
 
 EXIT_PREEMPTED = 3   # checkpointed on SIGTERM/SIGUSR1: not done, rerun to resume
+STOP_CHECK_EVERY = 10   # updates between the ranks' agreement on a stop signal (one tiny all-reduce)
 
 
 def parse_args(argv=None):
@@ -152,12 +153,15 @@ def main(argv=None) -> int:
     timers = {"train_s": 0.0, "eval_s": 0.0, "loss_sum": 0.0, "loss_n": 0}
     start = checkpoint.latest(out, run_id) if cfg.train.checkpoint_every else None
     rows: list[dict] = []
+    resume_load_s = None
     if start is not None:   # resume: state, RNG, counters, timers and metrics rows as they were at `start`
+        t_load = time.perf_counter()
         group_state, rank_state = checkpoint.load(out, start, run_id, topo.rank, topo.model_index)
         algo.load_checkpoint_state(group_state["algorithm"])
         torch.set_rng_state(rank_state["rng"])
         meter.load_tensor(rank_state["meter"])
         timers, rows = rank_state["timers"], json.loads(rank_state["rows"])
+        resume_load_s = time.perf_counter() - t_load
     torch.distributed.barrier()   # every rank has read the checkpoint before rank 0 touches files
     if lead:   # the rows come from the checkpoint: metrics.jsonl may be gone (snakemake deletes it)
         (out / "summary.json").unlink(missing_ok=True)
@@ -214,7 +218,7 @@ def main(argv=None) -> int:
                 bar.set_postfix({workload.metric.name: f"{first[workload.metric.name]:.4f}"}, refresh=False)
         if bar is not None:
             bar.update(1)
-        if done < steps and stop.agreed(meter):
+        if done < steps and done % STOP_CHECK_EVERY == 0 and stop.agreed(meter):
             save_checkpoint(done)
             if lead:
                 print(f"codist: stopped by signal after update {done}; checkpoint written, rerun to resume",
@@ -238,7 +242,8 @@ def main(argv=None) -> int:
         setup_s = (first_step_unix - launched) if first_step_unix else None
         atomic_write_json(out / "summary.json", summary(cfg, workload, history, totals, topo, steps,
                                                         per_model_batch, timers, setup_s=setup_s,
-                                                        elapsed_s=time.time() - launched, resumed_from=start))
+                                                        elapsed_s=time.time() - launched, resumed_from=start,
+                                                        resume_load_s=resume_load_s))
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
     heartbeat.finish()
@@ -246,7 +251,7 @@ def main(argv=None) -> int:
 
 
 def summary(cfg, workload, history, totals, topo, steps, per_model_batch, timers, setup_s, elapsed_s,
-            resumed_from):
+            resumed_from, resume_load_s):
     metric = workload.metric
     pick = max if metric.higher_is_better else min
     per_model = {}
@@ -276,6 +281,7 @@ def summary(cfg, workload, history, totals, topo, steps, per_model_batch, timers
         "setup_s": None if setup_s is None else round(setup_s, 4),   # launch to first update (of this process)
         "elapsed_s": round(elapsed_s, 4),
         "resumed_from_step": resumed_from or None,
+        "resume_load_s": None if resume_load_s is None else round(resume_load_s, 4),   # reading the checkpoint
         "models": per_model,
         "comm": summarize(totals, topo.world_size, steps),
     }
