@@ -1,0 +1,73 @@
+"""What the benchmark scripts share: run one codist config with the real launcher in a temporary
+directory and return what it left (summary.json, metrics.jsonl rows), deep-merge config
+overrides onto a preset, and note the machine's load.
+
+The runs go through `codist.launch.run` (the same path as `codist run`), so every number is
+the harness's own, not a re-implementation of it. The load average is recorded beside each
+timing because this 2-core machine is shared: a timing taken while someone else's tests run
+is slower, and the raw rows must show it.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from codist import config, launch
+
+ROOT = Path(__file__).resolve().parents[1]
+PRESETS = ROOT / "replications" / "presets" / "embedded"
+
+
+def merge(base: dict, *overrides: dict) -> dict:
+    """A deep copy of `base` with each mapping of `overrides` merged in (nested dicts merge,
+    everything else replaces)."""
+    out = copy.deepcopy(base)
+    for over in overrides:
+        for key, value in over.items():
+            if isinstance(value, dict) and isinstance(out.get(key), dict):
+                out[key] = merge(out[key], value)
+            else:
+                out[key] = copy.deepcopy(value)
+    return out
+
+
+def preset(name: str) -> dict:
+    """The raw mapping of replications/presets/embedded/<name>.yaml (not yet validated)."""
+    return yaml.safe_load((PRESETS / f"{name}.yaml").read_text())
+
+
+def loadavg() -> float:
+    """1-minute load average (runnable processes); above the core count, timings are inflated."""
+    return round(os.getloadavg()[0], 2)
+
+
+def run(raw: dict, source: str, keep: Path | None = None) -> tuple[dict, list[dict]]:
+    """Validate `raw`, launch every rank, wait; return (summary.json, metrics.jsonl rows).
+
+    Raises SystemExit naming the config if the run fails. With `keep`, the run directory is
+    written there instead of a temporary folder (for inspection)."""
+    cfg = config.validate(raw, source)
+    with tempfile.TemporaryDirectory(prefix="codist-bench-") as tmp:
+        out = Path(keep) if keep else Path(tmp) / "run"
+        rc = launch.run(cfg, out)
+        if rc != 0:
+            raise SystemExit(f"{source}: codist run failed (exit code {rc}); config:\n{json.dumps(raw, indent=1)}")
+        summary = json.loads((out / "summary.json").read_text())
+        rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    return summary, rows
+
+
+def write_csv(df, out_dir: str | os.PathLike, name: str) -> Path:
+    """Write `df` to <out_dir>/<name> atomically (temp file, then rename), return the path."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / name
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    df.to_csv(tmp, index=False)
+    tmp.replace(path)
+    return path
