@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from codist.runlog import atomic_write_text
+
 # Per-run columns, in order; units are in the names (Conventions in DESIGN.md).
 TABLE_COLUMNS = [
     "series", "seed", "run_id", "world_size", "models", "steps", "samples", "metric",
@@ -118,14 +120,6 @@ def markdown(manifest: dict, table: pd.DataFrame) -> str:
     return head + body
 
 
-def write_atomic(path: str | os.PathLike, text: str) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--runs", required=True, help="{figure}_runs.json written by the workflow")
@@ -135,9 +129,9 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     manifest = read_json(args.runs)
     table, curves = aggregate(manifest)
-    write_atomic(args.table, table.to_csv(index=False))
-    write_atomic(args.curves, curves.to_csv(index=False))
-    write_atomic(args.markdown, markdown(manifest, table))
+    atomic_write_text(args.table, table.to_csv(index=False))
+    atomic_write_text(args.curves, curves.to_csv(index=False))
+    atomic_write_text(args.markdown, markdown(manifest, table))
     print(f"{manifest['paper']} {manifest['figure']}: {len(table)} runs, {len(curves)} curve rows")
     return 0
 

@@ -46,10 +46,6 @@ class Topology:
     def model_of(self) -> list[int]:
         return [r // self.ranks_per_model for r in range(self.world_size)]
 
-    def group_ranks(self, model: int) -> list[int]:
-        m = self.ranks_per_model
-        return list(range(model * m, (model + 1) * m))
-
     def mpu(self) -> "ModelGroupMPU":
         return ModelGroupMPU(self)
 

@@ -90,11 +90,6 @@ class MetricsLog:
         """Start the file over with `rows` (none for a fresh run; a checkpoint's for a resumed one)."""
         atomic_write_text(self.path, "".join(json.dumps(r) + "\n" for r in rows))
 
-    def rows(self) -> list[dict]:
-        if not self.path.exists():
-            return []
-        return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
-
 
 class Heartbeat:
     """RUN/.ranks/rank-<r>.json: pid, last update done and time, or the error that ended the
