@@ -170,6 +170,16 @@ class ScheduleConfig(_Section):
     warmup_steps: int = Field(0, ge=0)
     milestones: list[int] = Field(default_factory=list, description="steps where lr *= gamma (name: step)")
     gamma: float = Field(0.1, gt=0, le=1)
+    weight_decay_changes: dict[int, float] = Field(
+        default_factory=dict, description="update -> optimizer weight decay from that update on (Sodhani et "
+        "al. 2020 cut L2 at the lr decays: 1e-4 -> 1e-5 -> 0)")
+
+    @model_validator(mode="after")
+    def _changes_valid(self):
+        bad = {k: v for k, v in self.weight_decay_changes.items() if k < 0 or v < 0}
+        if bad:
+            raise ValueError(f"schedule.weight_decay_changes={bad}: updates and weight decays must be >= 0")
+        return self
 
 
 class TrainConfig(_Section):

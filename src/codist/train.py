@@ -45,6 +45,13 @@ class Evaluator:
         self.ctx, self.algo = ctx, algo
         self.names = algo.eval_names()
         self.val = ctx.workload.val_dataset()
+        self.init_params = algo.initial_parameters()
+
+    @torch.no_grad()
+    def init_distance(self) -> float:
+        """L2 distance of this rank's model from its initialisation (Sodhani et al. 2020, Fig. 1)."""
+        now = list(self.algo.model.parameters())
+        return float(sum(((p - p0.to(p.device)) ** 2).sum() for p, p0 in zip(now, self.init_params)) ** 0.5)
 
     @torch.no_grad()
     def __call__(self, train_loss_sum: float, train_loss_count: int) -> dict[str, dict[str, float]]:
@@ -63,7 +70,7 @@ class Evaluator:
             keys = list(sums)
         if keys is None:  # every algorithm gives each rank its own model to evaluate
             raise RuntimeError(f"rank {topo.rank}: the algorithm gave this rank no model to evaluate")
-        cols = keys + ["train_loss_sum", "train_loss_count", "comm_sent_bytes"]
+        cols = keys + ["train_loss_sum", "train_loss_count", "comm_sent_bytes", "init_distance"]
         table = torch.zeros(len(self.names), len(cols), dtype=torch.float64)
         mine = str(topo.model_index)
         for name, sums in rows.items():
@@ -71,7 +78,8 @@ class Evaluator:
             table[i, :len(keys)] = torch.tensor([sums.get(k, 0.0) for k in keys], dtype=torch.float64)
         if mine in self.names:  # training statistics belong to this rank's own model
             i = self.names.index(mine)
-            table[i, len(keys):] = torch.tensor([train_loss_sum, train_loss_count, ctx.meter.sent_bytes()],
+            own = self.init_distance() if topo.dp_rank == 0 else 0.0   # one rank per model adds it
+            table[i, len(keys):] = torch.tensor([train_loss_sum, train_loss_count, ctx.meter.sent_bytes(), own],
                                                 dtype=torch.float64)
         ctx.meter.all_reduce(table, category="eval")
         out = {}
@@ -81,6 +89,7 @@ class Evaluator:
             n = vals["train_loss_count"]
             metrics["train_loss"] = vals["train_loss_sum"] / n if n else None
             metrics["comm_bytes"] = int(vals["comm_sent_bytes"])
+            metrics["init_distance"] = vals["init_distance"] if n else None   # local models only
             out[name] = metrics
         return out
 

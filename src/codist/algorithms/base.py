@@ -53,6 +53,16 @@ class Algorithm:
         own = 0 if self.shared_init else self.topo.model_index
         return self.cfg.seed * 1009 + own
 
+    @torch.no_grad()
+    def initial_parameters(self) -> list[torch.Tensor]:
+        """This rank's model's parameters at initialisation, rebuilt from its seed (so a resumed run
+        has them too); the global RNG is left as it was."""
+        rng = torch.random.get_rng_state()
+        torch.manual_seed(self.model_seed())
+        params = [p.detach().clone() for p in self.new_model().parameters()]
+        torch.random.set_rng_state(rng)
+        return params
+
     def train_stream(self):
         """This rank's batches: its model's data (`algorithm.data`, default `same`), its slice."""
         t, c = self.topo, self.cfg

@@ -1,0 +1,59 @@
+"""Learning-rate and weight-decay schedule (codist.optim): exact values per update, and resume."""
+import pytest
+import torch
+
+from codist.config import ConfigError, ScheduleConfig, validate
+from codist.optim import build_scheduler, lr_factor, weight_decay_at
+
+
+def sgd(wd=1e-4):
+    return torch.optim.SGD([torch.nn.Parameter(torch.zeros(3))], lr=0.1, weight_decay=wd)
+
+
+def test_weight_decay_at_uses_the_latest_change():
+    changes = {30: 1e-5, 60: 0.0}
+    assert [weight_decay_at(s, 1e-4, changes) for s in (0, 29, 30, 59, 60, 99)] == \
+        [1e-4, 1e-4, 1e-5, 1e-5, 0.0, 0.0]
+
+
+def test_schedule_sets_weight_decay_of_the_next_update():
+    cfg = ScheduleConfig(name="step", milestones=[3, 6], weight_decay_changes={3: 1e-5, 6: 0.0})
+    opt = sgd()
+    sched = build_scheduler(opt, cfg, total_steps=10)
+    seen = []
+    for _ in range(8):          # what update k runs with, as the engine steps after each update
+        seen.append((opt.param_groups[0]["lr"], opt.param_groups[0]["weight_decay"]))
+        opt.step()
+        sched.step()
+    assert [wd for _, wd in seen] == [1e-4] * 3 + [1e-5] * 3 + [0.0] * 2
+    assert [round(lr, 6) for lr, _ in seen] == [0.1] * 3 + [0.01] * 3 + [0.001] * 2
+
+
+def test_schedule_resumes_from_its_state_dict():
+    cfg = ScheduleConfig(name="step", milestones=[3], weight_decay_changes={3: 0.0})
+    opt, opt2 = sgd(), sgd()
+    sched = build_scheduler(opt, cfg, 10)
+    for _ in range(4):
+        opt.step()
+        sched.step()
+    sched2 = build_scheduler(opt2, cfg, 10)
+    opt2.load_state_dict(opt.state_dict())
+    sched2.load_state_dict(sched.state_dict())
+    sched.step()
+    sched2.step()
+    assert opt2.param_groups[0]["weight_decay"] == opt.param_groups[0]["weight_decay"] == 0.0
+    assert opt2.param_groups[0]["lr"] == opt.param_groups[0]["lr"]
+
+
+def test_without_changes_weight_decay_is_untouched():
+    opt = sgd(5e-4)
+    sched = build_scheduler(opt, ScheduleConfig(name="cosine"), 10)
+    for _ in range(5):
+        sched.step()
+    assert opt.param_groups[0]["weight_decay"] == 5e-4
+    assert lr_factor(0, ScheduleConfig(name="cosine"), 10) == 1.0
+
+
+def test_negative_weight_decay_change_is_rejected():
+    with pytest.raises(ConfigError, match="weight_decay_changes"):
+        validate({"schedule": {"weight_decay_changes": {5: -1.0}}}, source="x.yaml")
