@@ -1,9 +1,8 @@
-"""Draw a `curves` figure: the metric vs step and vs training wall time, one line per series.
-
-Each line is the mean over seeds at every evaluation step (wall time: the seeds' mean
-wall time at that step); with more than one seed a band shows the min-max range. Only
-the headline model's rows are drawn (the model summary.json reports). The inputs are the
-tables aggregate.py wrote, plus `{figure}_runs.json` for the title and series order.
+"""Draw a `curves` figure: each panel's metric vs step (and vs training wall time when the
+spec's `x` lists wall_s), one line per series: the mean over seeds at every evaluation, with a
+band for the min-max range. Each series shows the model the spec's `models` names (default
+"0", the first local model; e.g. "ensemble" for an ensemble's output, "G" for EC-DNN's
+global model). The paper's reference statements are printed under the plot.
 
     python analysis/plot_curves.py --runs R_runs.json --table R.csv --curves R_curves.csv --out R.png
 """
@@ -11,9 +10,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-from pathlib import Path
+import textwrap
 
 import matplotlib
 
@@ -21,59 +19,40 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-# Axis labels with units for the metrics workloads report; others are shown by name.
-METRIC_LABELS = {
-    "val_accuracy": "validation accuracy (fraction)",
-    "val_loss": "validation cross-entropy (nats)",
-    "val_log_loss": "validation log loss (nats)",
-    "val_bleu": "validation BLEU",
-}
-X_AXES = [("step", "step (updates)"), ("wall_s", "training wall time (s)")]
+from figure_data import default_metric, label, mean_curve, save_png, series_model, title  # noqa: E402
+
+X_LABELS = {"step": "step (updates)", "wall_s": "training wall time (s)"}
 
 
-def series_curves(curves: pd.DataFrame, metric: str) -> dict[str, pd.DataFrame]:
-    """series -> per-step mean/min/max of the metric, mean wall_s and the seed count."""
-    head = curves[curves["headline"].astype(str) == "True"]
-    out = {}
-    for label, df in head.groupby("series", sort=False):
-        g = df.groupby("step")
-        out[label] = pd.DataFrame({
-            "mean": g[metric].mean(), "min": g[metric].min(), "max": g[metric].max(),
-            "wall_s": g["wall_s"].mean(), "seeds": g["seed"].nunique(),
-        }).reset_index()
-    return out
-
-
-def plot(manifest: dict, table: pd.DataFrame, curves: pd.DataFrame, out: str | os.PathLike) -> None:
-    """Two panels (vs step, vs wall time) written to `out` as PNG."""
-    metric = table["metric"].iloc[0]
-    by_series = series_curves(curves, metric)
-    order = [s for s in manifest["series"] if s in by_series]
-    targets = table["target"].dropna()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
-    for ax, (x, xlabel) in zip(axes, X_AXES):
-        for label in order:
-            c = by_series[label]
-            xs = c["step"] if x == "step" else c["wall_s"]
+def plot(manifest: dict, table: pd.DataFrame, curves: pd.DataFrame, out) -> None:
+    panels = manifest.get("panels") or [default_metric(manifest, table)]
+    xs = manifest.get("x") or ["step"]
+    xs = [xs] if isinstance(xs, str) else xs
+    order = [s for s in manifest["series"] if s in set(curves["series"])]
+    cells = [(m, x) for m in panels for x in xs]
+    fig, axes = plt.subplots(1, len(cells), figsize=(5.2 * len(cells), 4.4), squeeze=False)
+    for ax, (metric, x) in zip(axes[0], cells):
+        for series in order:
+            model = series_model(manifest, series)
+            c = mean_curve(curves, series, model, metric).dropna(subset=["mean"])
             seeds = int(c["seeds"].max())
-            line, = ax.plot(xs, c["mean"], marker="o", markersize=3,
-                            label=label if seeds == 1 else f"{label} ({seeds} seeds)")
+            name = series + (f" [{model}]" if model != "0" else "") + (f" ({seeds} seeds)" if seeds > 1 else "")
+            line, = ax.plot(c[x], c["mean"], marker="o", markersize=2.5, label=name)
             if seeds > 1:
-                ax.fill_between(xs, c["min"], c["max"], color=line.get_color(), alpha=0.2, linewidth=0)
-        if len(targets):
-            ax.axhline(targets.iloc[0], color="grey", linestyle="--", linewidth=1, label="target")
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(METRIC_LABELS.get(metric, metric))
+                ax.fill_between(c[x], c["min"], c["max"], color=line.get_color(), alpha=0.18, linewidth=0)
+        target = table["target"].dropna()
+        if metric == table["metric"].iloc[0] and len(target):
+            ax.axhline(target.iloc[0], color="grey", linestyle="--", linewidth=1, label="workload target")
+        ax.set_xlabel(X_LABELS.get(x, x))
+        ax.set_ylabel(label(metric))
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
-    fig.suptitle(f"{manifest['paper']} {manifest['figure']} ({manifest['scale']} scale): {manifest['title']}",
-                 fontsize=10)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    fig.savefig(tmp, format="png", dpi=120)
-    plt.close(fig)
-    os.replace(tmp, out)
+    axes[0][0].legend(fontsize=7)
+    refs = "; ".join(f"{r['what']} ({r['source']})" for r in manifest.get("reference") or [])
+    fig.suptitle(title(manifest), fontsize=10)
+    if refs:
+        fig.text(0.01, 0.01, textwrap.fill("Paper: " + refs, 170), fontsize=7, va="bottom")
+    fig.tight_layout(rect=(0, 0.08 if refs else 0, 1, 0.95))
+    save_png(fig, out)
 
 
 def main(argv=None) -> int:

@@ -16,6 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "analysis"))
 import aggregate  # noqa: E402
+import figure_data  # noqa: E402
 import plot_curves  # noqa: E402
 
 METRIC = "val_accuracy"
@@ -132,9 +133,8 @@ def test_cli_writes_tables_and_plot(figure, tmp_path):
 def test_plotted_curves_are_means_over_seeds_of_the_headline_model(figure):
     manifest = json.loads(figure.read_text())
     _, curves = aggregate.aggregate(manifest)
-    by = plot_curves.series_curves(curves, METRIC)
-    one = by["one"].set_index("step")
+    one = figure_data.mean_curve(curves, "one", "0", METRIC).set_index("step")
     assert one.loc[30, "mean"] == pytest.approx(0.55) and one.loc[30, "min"] == 0.5 and one.loc[30, "max"] == 0.6
     assert (one["seeds"] == 2).all()
-    two = by["two"].set_index("step")
+    two = figure_data.mean_curve(curves, "two", "0", METRIC).set_index("step")
     assert list(two["mean"]) == [0.1, 0.3, 0.45, 0.49]           # model 1's rows are not averaged in

@@ -124,8 +124,15 @@ def test_default_target_with_the_local_profile(tmp_path):
     assert rc == 0, out
     for ext in (".png", ".csv", ".md", "_curves.csv"):
         assert f"results/embedded/anil2018/fig1{ext}" in out
-    assert counts["train"] == 3 and counts["run_config"] == 3, counts   # one per distinct run
-    assert counts["aggregate"] == 1 and counts["plot"] == 1
+    plan = load_plan(ROOT / "replications", "embedded")
+    figures = len(plan.figures)
+    tables = sum(f.kind == "table" for f in plan.figures.values())
+    assert counts["train"] == counts["run_config"] == len(plan.configs), counts   # one per distinct run
+    assert counts["aggregate"] == counts["plot"] == figures and counts["paper_table"] == tables, counts
+    assert counts["claims"] == counts["notebook"] == 3 and counts["claims_all"] == 1, counts
+    for name in ("claims.csv", "anil2018/claims.md", "sun2016/notebook.ipynb", "sodhani2020/fig6.png",
+                 "sun2016/cifar100_paper.md"):
+        assert f"results/embedded/{name}" in out
     assert "-m codist.cli run" in out   # printshellcmds: the profile was read
 
 
@@ -134,6 +141,7 @@ def test_run_shared_by_two_figures_is_one_train_job(tmp_path):
     rc, out, counts = dry_run(tmp_path / "work", "--config", f"replications={reps}")
     assert rc == 0, out
     assert counts["train"] == 3 and counts["plot"] == 2 and counts["aggregate"] == 2, counts
+    assert "notebook" not in counts   # the toy paper has no analysis/notebooks/toy.py
 
 
 def test_full_scale_errors_clearly_or_lists_its_jobs(tmp_path):
@@ -141,4 +149,5 @@ def test_full_scale_errors_clearly_or_lists_its_jobs(tmp_path):
     if rc != 0:   # the full-scale workloads have not landed yet
         assert "anil2018 fig1" in out and "scale 'full'" in out and "series 'sync, 32 workers'" in out, out
     else:
-        assert counts["train"] == 4 and "results/full/anil2018/fig1.png" in out
+        assert counts["train"] == len(load_plan(ROOT / "replications", "full").configs), counts
+        assert "results/full/anil2018/fig1.png" in out and "results/full/sun2016/cifar10_paper.md" in out

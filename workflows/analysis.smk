@@ -34,19 +34,97 @@ rule aggregate:
         " --markdown {output.markdown:q} --curves {output.curves:q} > {log:q} 2>&1"
 
 
-rule plot:
-    """The figure, drawn by the script for its kind (experiments.KINDS)."""
+rule paper_table:
+    """A `table` figure's numbers, the paper's beside ours (analysis/paper_table.py)."""
     input:
         runs=f"{RESULTS}/{{scale}}/{{paper}}/{{figure}}_runs.json",
         table=f"{RESULTS}/{{scale}}/{{paper}}/{{figure}}.csv",
         curves=f"{RESULTS}/{{scale}}/{{paper}}/{{figure}}_curves.csv",
     output:
-        f"{RESULTS}/{{scale}}/{{paper}}/{{figure}}.png",
+        values=f"{RESULTS}/{{scale}}/{{paper}}/{{figure}}_values.csv",
+        paper=f"{RESULTS}/{{scale}}/{{paper}}/{{figure}}_paper.csv",
+        markdown=f"{RESULTS}/{{scale}}/{{paper}}/{{figure}}_paper.md",
+    log:
+        f"{RESULTS}/{{scale}}/logs/{{paper}}/{{figure}}_paper_table.log",
+    localrule: True
+    shell:
+        "{PYTHON:q} {ANALYSIS}/paper_table.py --runs {input.runs:q} --table {input.table:q}"
+        " --curves {input.curves:q} --values {output.values:q} --paper {output.paper:q}"
+        " --markdown {output.markdown:q} > {log:q} 2>&1"
+
+
+def plot_inputs(wc):
+    prefix = f"{RESULTS}/{wc.scale}/{wc.paper}/{wc.figure}"
+    if PLAN.figure(wc.paper, wc.figure).kind == "table":
+        return {"runs": f"{prefix}_runs.json", "values": f"{prefix}_values.csv"}
+    return {"runs": f"{prefix}_runs.json", "table": f"{prefix}.csv", "curves": f"{prefix}_curves.csv"}
+
+
+rule plot:
+    """The figure, drawn by the script for its kind (experiments.KINDS)."""
+    input:
+        unpack(plot_inputs),
+    output:
+        report(f"{RESULTS}/{{scale}}/{{paper}}/{{figure}}.png", category="{paper}", subcategory="figures",
+               labels={"figure": "{figure}"}),
     log:
         f"{RESULTS}/{{scale}}/logs/{{paper}}/{{figure}}_plot.log",
     params:
         script=lambda wc: Path(workflow.basedir) / KINDS[PLAN.figure(wc.paper, wc.figure).kind],
+        args=lambda wc, input: " ".join(f"--{k} {shlex.quote(str(v))}" for k, v in input.items()),
     localrule: True
     shell:
-        "{PYTHON:q} {params.script:q} --runs {input.runs:q} --table {input.table:q}"
-        " --curves {input.curves:q} --out {output:q} > {log:q} 2>&1"
+        "{PYTHON:q} {params.script:q} {params.args} --out {output:q} > {log:q} 2>&1"
+
+
+rule claims:
+    """One paper's claims table: effect per seed, spread and verdict (analysis/claims.py)."""
+    input:
+        spec=f"{REPLICATIONS}/{{paper}}/experiments.yaml",
+        figures=lambda wc: paper_targets(wc.paper),
+    output:
+        csv=report(f"{RESULTS}/{{scale}}/{{paper}}/claims.csv", category="{paper}", subcategory="claims",
+                   labels={"table": "claims"}),
+        markdown=f"{RESULTS}/{{scale}}/{{paper}}/claims.md",
+    log:
+        f"{RESULTS}/{{scale}}/logs/{{paper}}/claims.log",
+    params:
+        figures=lambda wc: f"{RESULTS}/{wc.scale}/{wc.paper}",
+    localrule: True
+    shell:
+        "{PYTHON:q} {ANALYSIS}/claims.py --paper {input.spec:q} --figures {params.figures:q} --scale {wildcards.scale}"
+        " --csv {output.csv:q} --markdown {output.markdown:q} > {log:q} 2>&1"
+
+
+rule claims_all:
+    """Every paper's claims in one table."""
+    input:
+        [f"{RESULTS}/{SCALE}/{p}/claims.csv" for p in PAPERS],
+    output:
+        csv=report(f"{RESULTS}/{{scale}}/claims.csv", category="all papers", labels={"table": "claims"}),
+        markdown=f"{RESULTS}/{{scale}}/claims.md",
+    log:
+        f"{RESULTS}/{{scale}}/logs/claims.log",
+    localrule: True
+    shell:
+        "{PYTHON:q} {ANALYSIS}/claims.py --combine {input:q} --scale {wildcards.scale}"
+        " --csv {output.csv:q} --markdown {output.markdown:q} > {log:q} 2>&1"
+
+
+rule notebook:
+    """A paper's analysis notebook (jupytext .py), executed headless against results/<scale>/."""
+    input:
+        notebook=f"{ANALYSIS}/notebooks/{{paper}}.py",
+        claims=f"{RESULTS}/{{scale}}/{{paper}}/claims.csv",
+    output:
+        f"{RESULTS}/{{scale}}/{{paper}}/notebook.ipynb",
+    log:
+        f"{RESULTS}/{{scale}}/logs/{{paper}}/notebook.log",
+    params:
+        root=Path(workflow.basedir).resolve(),
+        results=lambda wc: Path(RESULTS).resolve(),
+    localrule: True
+    shell:
+        "CODIST_SCALE={wildcards.scale} CODIST_RESULTS={params.results:q} CODIST_ROOT={params.root:q}"
+        " {PYTHON:q} -m jupytext --to ipynb --execute --output {output:q}.tmp.ipynb {input.notebook:q} > {log:q} 2>&1"
+        " && mv {output:q}.tmp.ipynb {output:q}"

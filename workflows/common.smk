@@ -5,6 +5,7 @@ requested scale is resolved, so `--config scale=full` fails here, naming the pap
 figure and series, while the full-scale configs still do not validate.
 """
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -41,7 +42,24 @@ def figure_prefix(paper, figure):
     return f"{RESULTS}/{SCALE}/{paper}/{figure}"
 
 
+PAPERS = sorted({p for p, _ in PLAN.figures})
+
+
+def figure_targets(paper, figure):
+    """A figure's PNG and tables (a `table` figure also has its paper-vs-ours tables)."""
+    exts = [".png", ".csv", ".md", "_curves.csv"]
+    if PLAN.figure(paper, figure).kind == "table":
+        exts += ["_values.csv", "_paper.csv", "_paper.md"]
+    return [figure_prefix(paper, figure) + ext for ext in exts]
+
+
+def paper_targets(paper):
+    return [t for p, f in PLAN.figures if p == paper for t in figure_targets(p, f)]
+
+
 def all_targets():
-    """Every figure's PNG, tables and curves at SCALE."""
-    return [figure_prefix(p, f) + ext for p, f in PLAN.figures
-            for ext in (".png", ".csv", ".md", "_curves.csv")]
+    """Every figure and table of every paper at SCALE, the claims tables and the notebooks."""
+    return ([t for p in PAPERS for t in paper_targets(p)]
+            + [f"{RESULTS}/{SCALE}/{p}/{name}" for p in PAPERS for name in ("claims.csv", "claims.md")]
+            + [f"{RESULTS}/{SCALE}/{p}/notebook.ipynb" for p in PAPERS if (ANALYSIS / "notebooks" / f"{p}.py").exists()]
+            + [f"{RESULTS}/{SCALE}/claims.csv", f"{RESULTS}/{SCALE}/claims.md"])

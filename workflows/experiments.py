@@ -4,16 +4,22 @@ Each paper declares which runs make which figure at which scale:
 
     paper: anil2018                      # must equal the folder name
     source: "..."                        # the paper itself
+    claims: [...]                        # read by analysis/claims.py (see there)
     figures:
       fig1:                              # figure id: file names derive from it
         title: "..."
         source: "Fig. 1a/1b"             # what in the paper it mirrors
         kind: curves                     # how it is drawn (see KINDS)
         notes: "..."                     # optional free text
+        panels: [val_loss]               # optional, for the analysis: metric per panel (curves)
+        models: {"ensemble": ensemble}   # optional: series -> model whose rows it shows
+        rows: [...]                      # table: paper-vs-ours rows (analysis/figure_spec.py)
+        reference: [...]                 # optional: the paper's numbers, each with its source
         scales:
           embedded:
             notes: "..."                 # optional
-            base: {workload: {...}, ...} # a run config mapping
+            preset: presets/x.yaml       # optional: a run config file (relative to replications/)
+            base: {workload: {...}, ...} # a run config mapping, merged over the preset
             seeds: [0, 1]
             series:                      # label -> dotted overrides of base
               "sync, 2 workers": {parallel.world_size: 2, optimizer.lr: 0.1}
@@ -41,11 +47,14 @@ from codist.config import ConfigError, RunConfig, to_dict, validate
 from codist.launch import cluster_resources, threads_per_rank
 
 # figure kind -> the script (relative to the repository root) that draws it
-KINDS = {"curves": "analysis/plot_curves.py"}
+KINDS = {"curves": "analysis/plot_curves.py", "table": "analysis/plot_table.py",
+         "bars": "analysis/plot_bars.py"}
 
-PAPER_KEYS = {"paper", "source", "figures"}
-FIGURE_KEYS = {"title", "source", "kind", "notes", "scales"}
-SCALE_KEYS = {"base", "seeds", "series", "notes"}
+PAPER_KEYS = {"paper", "source", "figures", "claims"}
+# panels/models/rows/columns/reference/x are read by the analysis scripts (analysis/figure_spec.py)
+FIGURE_KEYS = {"title", "source", "kind", "notes", "scales", "panels", "models", "rows", "columns", "reference", "x"}
+SPEC_KEYS = ("panels", "models", "rows", "columns", "reference", "x")
+SCALE_KEYS = {"base", "preset", "seeds", "series", "notes"}
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -72,6 +81,7 @@ class Figure:
     notes: str
     series: list[str]
     runs: list[RunRef]
+    spec: dict = field(default_factory=dict)   # panels, models, rows, reference, x (for the analysis)
 
 
 @dataclass
@@ -120,6 +130,7 @@ class Plan:
         return {
             "paper": f.paper, "figure": f.figure, "scale": f.scale, "title": f.title,
             "source": f.source, "kind": f.kind, "notes": f.notes, "series": f.series,
+            **{k: v for k, v in f.spec.items()},
             "runs": [{"series": r.series, "seed": r.seed, "run_id": r.run_id,
                       "run_dir": f"{results}/{self.scale}/runs/{r.run_id}"} for r in f.runs],
         }
@@ -173,6 +184,31 @@ def resolve(base: dict, overrides: dict, seed: int, scale: str, where: str) -> R
     return cfg
 
 
+def deep_merge(base: dict, over: dict) -> dict:
+    """`over` on top of `base`, section by section (nested mappings merge, everything else replaces)."""
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
+    return out
+
+
+def scale_base(sc: dict, path: Path, where: str) -> dict:
+    """The scale's base config: its `preset` file (relative to replications/) under its `base`."""
+    base = sc.get("base") or {}
+    if not isinstance(base, dict):
+        raise ExperimentsError(f"{where}: base: expected a run config mapping")
+    if not sc.get("preset"):
+        return base
+    preset = path.parent.parent / sc["preset"]
+    try:
+        doc = yaml.safe_load(preset.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise ExperimentsError(f"{where}: preset: cannot read {preset}: {e}") from None
+    if not isinstance(doc, dict):
+        raise ExperimentsError(f"{where}: preset {preset}: expected a run config mapping")
+    return deep_merge(doc, base)
+
+
 def load_paper(path: str | os.PathLike, scale: str, plan: Plan) -> None:
     """Add the figures `path` declares at `scale` to `plan` (figures without that scale are skipped)."""
     path = Path(path)
@@ -180,6 +216,8 @@ def load_paper(path: str | os.PathLike, scale: str, plan: Plan) -> None:
         doc = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:
         raise ExperimentsError(f"{path}: not valid YAML: {e}") from None
+    if isinstance(doc, dict):   # `x-...` keys hold YAML anchors (shared bases), nothing else
+        doc = {k: v for k, v in doc.items() if not str(k).startswith("x-")}
     _keys(doc, PAPER_KEYS, {"paper", "figures"}, str(path))
     paper = doc["paper"]
     if paper != path.parent.name:
@@ -196,12 +234,13 @@ def load_paper(path: str | os.PathLike, scale: str, plan: Plan) -> None:
             continue
         where = f"{where}, scale {scale!r}"
         sc = fig["scales"][scale]
-        _keys(sc, SCALE_KEYS, {"base", "seeds", "series"}, where)
+        _keys(sc, SCALE_KEYS, {"seeds", "series"}, where)
+        if "base" not in sc and "preset" not in sc:
+            raise ExperimentsError(f"{where}: needs a base (run config mapping) or a preset (file), or both")
         seeds, series = sc["seeds"], sc["series"]
         if not (isinstance(seeds, list) and seeds and all(isinstance(s, int) and s >= 0 for s in seeds)):
             raise ExperimentsError(f"{where}: seeds: {seeds!r}; expected a non-empty list of integers >= 0")
-        if not isinstance(sc["base"] or {}, dict):
-            raise ExperimentsError(f"{where}: base: expected a run config mapping")
+        base = scale_base(sc, path, where)
         if not (isinstance(series, dict) and series):
             raise ExperimentsError(f"{where}: series: expected a non-empty mapping label -> overrides")
         runs, failed = [], {}
@@ -211,7 +250,7 @@ def load_paper(path: str | os.PathLike, scale: str, plan: Plan) -> None:
             for seed in seeds:
                 here = f"{where}, series {label!r}, seed {seed}"
                 try:
-                    cfg = resolve(sc["base"] or {}, overrides, seed, scale, here)
+                    cfg = resolve(base, overrides, seed, scale, here)
                 except ExperimentsError as e:
                     head, _, detail = str(e).partition("\n")
                     if not detail:   # not a validation error: already names its series
@@ -231,7 +270,8 @@ def load_paper(path: str | os.PathLike, scale: str, plan: Plan) -> None:
         plan.figures[(paper, str(fig_id))] = Figure(
             paper, str(fig_id), scale, fig["title"], fig.get("source", ""), fig["kind"],
             " ".join(filter(None, [fig.get("notes", ""), sc.get("notes", "")])).strip(),
-            [str(s) for s in series], runs)
+            [str(s) for s in series], runs,
+            {k: fig[k] for k in SPEC_KEYS if k in fig})
     if errors:
         raise ExperimentsError("\n".join(errors))
 

@@ -1,0 +1,50 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Sun et al. 2016: Ensemble-Compression (EC-DNN) vs model averaging (MA-DNN)
+#
+# K workers train on disjoint shards of a fixed training set. MA-DNN averages parameters every
+# 16 updates; EC-DNN forms the output ensemble G of the K models every tau updates and
+# compresses it back into each local model through the combined loss during the next local
+# phase; E-DNN skips the compression. Comparison basis: **round-matched** (the same local updates
+# per worker for every method). G = global model, L = local model 0. Tables: CIFAR-10 and
+# CIFAR-100 stand-ins at K = 4 and 8 (error %), speed curves, bytes per update.
+
+# %%
+import os
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(os.environ.get("CODIST_ROOT", Path.cwd()))
+sys.path.insert(0, str(ROOT / "analysis"))
+from notebook_support import PaperResults  # noqa: E402
+
+pd.set_option("display.width", 200, "display.max_columns", 30, "display.precision", 4)
+r = PaperResults("sun2016")
+
+# %% [markdown]
+# ## Figures
+# Each figure's mean over seeds per series (recomputed from the per-run table `<figure>.csv`);
+# for tables, the paper's numbers beside ours (recomputed from `<figure>_values.csv`). The plots
+# are the PNGs next to this notebook.
+
+# %%
+r.show_figures()
+
+# %% [markdown]
+# ## Claims
+# Recomputed from the figures' tables by `analysis/claims.py` (verdict rule: README, "Claims"),
+# then checked against the pipeline's `claims.csv`.
+
+# %%
+claims = r.show_claims()
