@@ -7,8 +7,9 @@ panel), by one `measure`. The effect is oriented so that a positive value is wha
 claims (a better than b):
   final       per seed: metric(a) - metric(b) at the last evaluation, sign-flipped for metrics
               where lower is better; with `a2`/`b2`: [a - b] - [a2 - b2] (the gain grows)
-  speedup     per seed: steps b needs to reach its own best value / steps a needs to reach it
-              (0 when a never does); neutral value 1
+  speedup     per seed: steps b needs to reach its own best value (plus `b_offset`: steps b's
+              run builds on, e.g. a two-phase student's teacher phase) / steps a needs to reach
+              it (0 when a never does); neutral value 1
   churn       per pair of seeds: churn(b) - churn(a) (paper_table.py's values)
   comm_ratio  b's training bytes per rank per update / a's bytes between model groups per rank
               per update (deterministic: the same on every seed); neutral value 1
@@ -41,7 +42,7 @@ from figure_data import finals, higher_is_better, model_rows, series_model
 
 MEASURES = {"final": 0.0, "speedup": 1.0, "churn": 0.0, "comm_ratio": 1.0}   # -> neutral value
 CLAIM_KEYS = {"id", "claim", "source", "figure", "basis", "measure", "metric", "a", "b", "a_model", "b_model",
-              "a2", "b2", "at_least", "within", "paper"}
+              "a2", "b2", "b_offset", "at_least", "within", "paper"}
 BASES = {"step-matched", "device-matched", "round-matched"}
 MIN_SEEDS = 3
 COLUMNS = ["paper", "id", "claim", "source", "basis", "comparison", "measure", "metric", "n", "effect_mean",
@@ -57,7 +58,7 @@ def steps_to(rows: pd.DataFrame, metric: str, target: float, higher: bool):
     return None if hit.empty else int(hit["step"].iloc[0])
 
 
-def speedups(curves: pd.DataFrame, a: str, am: str, b: str, bm: str, metric: str) -> pd.Series:
+def speedups(curves: pd.DataFrame, a: str, am: str, b: str, bm: str, metric: str, b_offset: int = 0) -> pd.Series:
     higher = higher_is_better(metric)
     ra, rb = model_rows(curves, a, am), model_rows(curves, b, bm)
     out = {}
@@ -65,7 +66,7 @@ def speedups(curves: pd.DataFrame, a: str, am: str, b: str, bm: str, metric: str
         sb, sa = rb[rb["seed"] == seed], ra[ra["seed"] == seed]
         target = sb[metric].max() if higher else sb[metric].min()
         step_b, step_a = steps_to(sb, metric, target, higher), steps_to(sa, metric, target, higher)
-        out[seed] = 0.0 if step_a is None else step_b / max(step_a, 1)
+        out[seed] = 0.0 if step_a is None else (step_b + b_offset) / max(step_a, 1)
     return pd.Series(out, dtype=float)
 
 
@@ -85,7 +86,7 @@ def effects(c: dict, fig: str, manifest: dict, figures: Path) -> pd.Series:
             d = d - d2
         return d.dropna()
     if measure == "speedup":
-        return speedups(curves, c["a"], am, c["b"], bm, metric)
+        return speedups(curves, c["a"], am, c["b"], bm, metric, int(c.get("b_offset", 0)))
     if measure == "churn":
         vals = pd.read_csv(figures / f"{fig}_values.csv", dtype={"seed": str})
         churn = vals[vals["column"] == "churn"]

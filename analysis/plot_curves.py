@@ -35,6 +35,7 @@ def plot(manifest: dict, table: pd.DataFrame, curves: pd.DataFrame, out) -> None
         for series in order:
             model = series_model(manifest, series)
             c = mean_curve(curves, series, model, metric).dropna(subset=["mean"])
+            c["step"] += (manifest.get("offsets") or {}).get(series, 0)   # runs that continue another
             seeds = int(c["seeds"].max())
             name = series + (f" [{model}]" if model != "0" else "") + (f" ({seeds} seeds)" if seeds > 1 else "")
             line, = ax.plot(c[x], c["mean"], marker="o", markersize=2.5, label=name)

@@ -52,8 +52,8 @@ KINDS = {"curves": "analysis/plot_curves.py", "table": "analysis/plot_table.py",
 
 PAPER_KEYS = {"paper", "source", "figures", "claims"}
 # panels/models/rows/columns/reference/x are read by the analysis scripts (analysis/figure_spec.py)
-FIGURE_KEYS = {"title", "source", "kind", "notes", "scales", "panels", "models", "rows", "columns", "reference", "x"}
-SPEC_KEYS = ("panels", "models", "rows", "columns", "reference", "x")
+FIGURE_KEYS = {"title", "source", "kind", "notes", "scales", "panels", "models", "rows", "columns", "reference", "x", "offsets"}
+SPEC_KEYS = ("panels", "models", "rows", "columns", "reference", "x", "offsets")
 SCALE_KEYS = {"base", "preset", "seeds", "series", "notes"}
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -100,6 +100,11 @@ class Plan:
     def config_text(self, run_id: str) -> str:
         """The run's config file: the resolved config, fixed by the run id (and launch section)."""
         return yaml.safe_dump(to_dict(self.config(run_id)), sort_keys=False)
+
+    def upstream(self, run_id: str) -> list[str]:
+        """Runs this run reads (a two-phase distillation's teacher run): trained before it."""
+        teacher = getattr(self.config(run_id).algorithm, "teacher_run", None)
+        return [teacher] if teacher else []
 
     def threads(self, run_id: str, cores: int | None) -> int:
         """Cores a run occupies: ranks x threads per rank, capped at the cores Snakemake has,
@@ -209,6 +214,21 @@ def scale_base(sc: dict, path: Path, where: str) -> dict:
     return deep_merge(doc, base)
 
 
+def refer(overrides: dict, seed: int, resolved: dict, where: str) -> dict:
+    """Replace a value "@<series>" with the run id of that series (same figure, same seed),
+    declared earlier in the figure: how a run names another run it reads (a teacher run)."""
+    out = {}
+    for key, value in overrides.items():
+        if isinstance(value, str) and value.startswith("@"):
+            ref = (value[1:], seed)
+            if ref not in resolved:
+                raise ExperimentsError(f"{where}: {key}: {value!r} names no series declared before it in "
+                                       f"this figure (with seed {seed})")
+            value = resolved[ref]
+        out[key] = value
+    return out
+
+
 def load_paper(path: str | os.PathLike, scale: str, plan: Plan) -> None:
     """Add the figures `path` declares at `scale` to `plan` (figures without that scale are skipped)."""
     path = Path(path)
@@ -243,14 +263,14 @@ def load_paper(path: str | os.PathLike, scale: str, plan: Plan) -> None:
         base = scale_base(sc, path, where)
         if not (isinstance(series, dict) and series):
             raise ExperimentsError(f"{where}: series: expected a non-empty mapping label -> overrides")
-        runs, failed = [], {}
+        runs, failed, resolved = [], {}, {}
         for label, overrides in series.items():
             if not isinstance(overrides, dict):
                 raise ExperimentsError(f"{where}, series {label!r}: expected a mapping of dotted keys")
             for seed in seeds:
                 here = f"{where}, series {label!r}, seed {seed}"
                 try:
-                    cfg = resolve(base, overrides, seed, scale, here)
+                    cfg = resolve(base, refer(overrides, seed, resolved, here), seed, scale, here)
                 except ExperimentsError as e:
                     head, _, detail = str(e).partition("\n")
                     if not detail:   # not a validation error: already names its series
@@ -265,6 +285,7 @@ def load_paper(path: str | os.PathLike, scale: str, plan: Plan) -> None:
                 plan.configs.setdefault(rid, cfg)
                 plan.declared_by.setdefault(rid, here)
                 runs.append(RunRef(str(label), seed, rid))
+                resolved[(str(label), seed)] = rid
         for detail, which in failed.items():
             errors.append(f"{where}, series {', '.join(which)}: invalid run config\n{detail}")
         plan.figures[(paper, str(fig_id))] = Figure(

@@ -24,7 +24,9 @@ rule train:
     Snakemake has (a 4-rank oversubscribed run still schedules on -c2); each rank then
     gets its share of the threads granted. `ranks` is for cluster profiles."""
     input:
-        f"{RESULTS}/{{scale}}/configs/{{run_id}}.yaml",
+        config=f"{RESULTS}/{{scale}}/configs/{{run_id}}.yaml",
+        # runs this one reads (a two-phase distillation's teachers) train first
+        upstream=lambda wc: [f"{RESULTS}/{wc.scale}/runs/{u}/summary.json" for u in PLAN.upstream(wc.run_id)],
     output:
         summary=f"{RESULTS}/{{scale}}/runs/{{run_id}}/summary.json",
         metrics=f"{RESULTS}/{{scale}}/runs/{{run_id}}/metrics.jsonl",
@@ -45,5 +47,5 @@ rule train:
         out=lambda wc, output: str(Path(output.summary).parent),
         threads_per_rank=lambda wc, threads: max(1, threads // PLAN.config(wc.run_id).parallel.world_size),
     shell:
-        "{PYTHON:q} -m codist.cli run {input:q} --out {params.out:q}"
+        "{PYTHON:q} -m codist.cli run {input.config:q} --out {params.out:q}"
         " --set launch.threads_per_rank={params.threads_per_rank} > {log:q} 2>&1"

@@ -151,7 +151,7 @@ def main(argv=None) -> int:
     run_id = cfg.run_id()
 
     workload = build_workload(cfg.workload, cfg.seed)
-    ctx = TrainContext(cfg, topo, meter, workload, device)
+    ctx = TrainContext(cfg, topo, meter, workload, device, out)
     algo = build_algorithm(ctx)
     algo.setup()
     stream = algo.train_stream()

@@ -9,6 +9,7 @@ from .ensemble import Ensemble
 from .ensemble_compress import EnsembleCompress
 from .label_smoothing import LabelSmoothing
 from .model_average import ModelAverage
+from .two_phase import TwoPhaseDistill
 
 REGISTRY: dict[str, type[Algorithm]] = {
     "allreduce": AllReduce,
@@ -19,6 +20,7 @@ REGISTRY: dict[str, type[Algorithm]] = {
     "ensemble": Ensemble,
     "powersgd": PowerSGD,
     "post_local_sgd": PostLocalSGD,
+    "distill": TwoPhaseDistill,
 }
 
 

@@ -8,6 +8,7 @@ hooks `before_step`, `loss`, `after_step` and `extra_eval_models`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -27,6 +28,7 @@ class TrainContext:
     meter: CommMeter
     workload: Workload
     device: torch.device
+    out: Path | None = None   # the run's directory (algorithms that read other runs' files)
 
 
 class Algorithm:
