@@ -2,8 +2,10 @@
 processes start.
 
 Default: the DeepSpeed launcher (`deepspeed --num_gpus N --module codist.train ...`);
-alternative: torchrun. Threads per rank = cores / ranks unless the config says otherwise
-(the DeepSpeed launcher does not set OMP_NUM_THREADS; oversubscribed threads cost 3x).
+alternatives: torchrun, and `fork` (`python -m codist.fork_launcher`: one process imports torch,
+deepspeed and codist.train once and forks the ranks; single-node CPU only, it saves every rank's
+imports). Threads per rank = cores / ranks unless the config says otherwise (the DeepSpeed
+launcher does not set OMP_NUM_THREADS; oversubscribed threads cost 3x).
 """
 from __future__ import annotations
 
@@ -21,17 +23,38 @@ from pathlib import Path
 from .config import ConfigError, RunConfig, dump
 
 
+# a GPU torch can use needs one of these kernel-driver nodes (NVIDIA; AMD ROCm; WSL2)
+GPU_DRIVER_NODES = ("/dev/nvidiactl", "/dev/nvidia0", "/proc/driver/nvidia", "/dev/kfd", "/dev/dxg")
+
+
 def resolve_device(cfg: RunConfig) -> str:
     if cfg.launch.device != "auto":
         return cfg.launch.device
+    if sys.platform.startswith("linux") and (os.environ.get("CUDA_VISIBLE_DEVICES") in ("", "-1") or
+                                             not any(os.path.exists(p) for p in GPU_DRIVER_NODES)):
+        return "cpu"   # no GPU can be visible: skip importing torch here (~2 s of every run's start-up)
     import torch
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def check_launcher(cfg: RunConfig, device: str, hosts: list[str]) -> None:
+    """`fork` starts every rank on this machine by forking one CPU process."""
+    if cfg.launch.launcher != "fork":
+        return
+    if device == "cuda":
+        raise ConfigError("launch.launcher='fork' with device cuda: a forked child cannot use CUDA "
+                          "(fork is for single-node CPU runs); allowed with cuda: deepspeed, torchrun")
+    if len(hosts) > 1:
+        raise ConfigError(f"launch.launcher='fork' across {len(hosts)} nodes: fork starts every rank on this "
+                          f"machine; multi-node runs use the DeepSpeed launcher; allowed: deepspeed")
+
+
 def check_fits(cfg: RunConfig, device: str, cores: int | None = None) -> None:
-    """Fail before any process starts if the world does not fit this machine."""
+    """Fail before any process starts if the world does not fit this machine (or the launcher
+    cannot start it)."""
     world = cfg.parallel.world_size
     hosts = expand_nodelist(os.environ.get("SLURM_JOB_NODELIST", "")) if os.environ.get("SLURM_JOB_NODELIST") else []
+    check_launcher(cfg, device, hosts)
     if device == "cuda" and len(hosts) > 1:   # multi-node: the job's nodes, not this one's GPUs
         if world > len(hosts) * cfg.launch.gpus_per_node:
             raise ConfigError(f"parallel.world_size={world} does not fit {len(hosts)} nodes x "
@@ -114,6 +137,7 @@ def build_command(cfg: RunConfig, config_path: Path, out: Path, port: int,
     entry = ["codist.train", "--config", str(config_path), "--out", str(out)]
     hosts = expand_nodelist(env["SLURM_JOB_NODELIST"]) if env.get("SLURM_JOB_NODELIST") else []
     if len(hosts) > 1:
+        check_launcher(cfg, "cpu", hosts)
         if cfg.launch.launcher != "deepspeed":
             raise ConfigError(f"launch.launcher={cfg.launch.launcher!r} across {len(hosts)} nodes: "
                               f"multi-node runs use the DeepSpeed launcher; allowed: deepspeed")
@@ -127,6 +151,9 @@ def build_command(cfg: RunConfig, config_path: Path, out: Path, port: int,
     if cfg.launch.launcher == "deepspeed":
         return [sys.executable, "-m", "deepspeed.launcher.runner", "--num_gpus", world,
                 "--master_port", str(port), "--module", *entry]
+    if cfg.launch.launcher == "fork":   # one process, the ranks forked from it (check_launcher: CPU only)
+        return [sys.executable, "-m", "codist.fork_launcher", "--nprocs", world,
+                "--master_port", str(port), "--", *entry[1:]]
     return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", world,
             "--master_port", str(port), "-m", *entry]
 
@@ -186,9 +213,14 @@ def diagnose(out: Path, world: int, returncode: int) -> str:
 
 def _watch(proc: subprocess.Popen, out: Path, hang_s: int, world: int) -> str | None:
     """Wait for the launcher; if no rank has made progress for `hang_s`, kill the job and say which
-    rank stopped first (a hung rank blocks the others in their next collective)."""
-    while proc.poll() is None:
-        time.sleep(1.0)
+    rank stopped first (a hung rank blocks the others in their next collective). Returns as soon as
+    the launcher exits (a second's polling would add half a second to every run)."""
+    while True:
+        try:
+            proc.wait(timeout=1.0)
+            return None
+        except subprocess.TimeoutExpired:
+            pass
         reports = rank_reports(out)
         running = {r: i for r, i in reports.items() if i.get("state") == "running"}
         if len(reports) == world and running and time.time() - max(i["unix"] for i in running.values()) > hang_s:
@@ -197,7 +229,6 @@ def _watch(proc: subprocess.Popen, out: Path, hang_s: int, world: int) -> str | 
             proc.wait()
             return (f"no rank made progress for {hang_s} s (launch.hang_timeout_s); rank {first} was the "
                     f"first to stop, at update {running[first]['step']}; the job was killed")
-    return None
 
 
 def run(cfg: RunConfig, out: str | os.PathLike) -> int:

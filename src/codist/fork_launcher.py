@@ -1,0 +1,223 @@
+"""`launch.launcher: fork`: start every rank of a single-node CPU run from ONE Python process.
+
+    python -m codist.fork_launcher --nprocs N --master_port P -- --config RUN/config.yaml --out RUN
+
+The DeepSpeed launcher and torchrun start one interpreter per rank, and each rank imports
+torch, deepspeed, and, lazily while building its engine, torch._dynamo and fairseq (some 7 s
+of CPU per rank; the launcher imports torch once more). Here the parent imports all of that
+once (`preload`), then os.fork()s N children. Each child sets the env:// rendezvous torchrun
+would set (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR=127.0.0.1, MASTER_PORT, ...), its torch
+threads, and calls `codist.train.main`; its return value is the child's exit code.
+
+The parent waits for the children. A child that fails (exit code other than 0 and
+EXIT_PREEMPTED, or killed by a signal) gets the others SIGTERM, then SIGKILL after GRACE_S;
+the parent then exits with the failed child's code (128 + signal for a killed one).
+SIGTERM, SIGINT and SIGUSR1 received by the parent reach the children as SIGTERM: they
+checkpoint and exit with EXIT_PREEMPTED, and so does the parent; a signal that reaches a child
+before codist.train installed its handler is kept and honoured. The children stay in the
+parent's process group, so `codist.launch`'s killpg on a hang reaches them; a child whose
+parent dies is killed (PR_SET_PDEATHSIG, Linux).
+
+Fork safety: the parent only imports; it runs no torch op, so torch's OpenMP pool does not
+exist when it forks (each child sets its own intra-op threads, `torch.set_num_threads`). The
+threads that do exist then belong to libraries with fork handlers (numpy's OpenBLAS when
+OMP_NUM_THREADS > 1; the jemalloc background thread of pyarrow, which fairseq imports): the
+same state torch's DataLoader forks its workers from. CPU only: `codist.launch` refuses `fork`
+for cuda (a forked child cannot use CUDA safely) and across several nodes.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+
+EXIT_PREEMPTED = 3    # codist.train.EXIT_PREEMPTED (not imported: the parent must stay light until forking)
+GRACE_S = 10.0        # after a failed rank: SIGTERM to the others, SIGKILL this much later
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="codist.fork_launcher", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--nprocs", type=int, required=True, help="ranks to start on this machine")
+    p.add_argument("--master_port", type=int, required=True, help="TCP port of rank 0's rendezvous store")
+    p.add_argument("--master_addr", default="127.0.0.1")
+    p.add_argument("train_args", nargs=argparse.REMAINDER, help="-- then codist.train's arguments")
+    args = p.parse_args(argv)
+    if args.train_args[:1] == ["--"]:
+        args.train_args = args.train_args[1:]
+    if args.nprocs < 1:
+        p.error("--nprocs must be at least 1")
+    return args
+
+
+def preload(train_args: list[str]) -> None:
+    """Import, once, what every rank imports: torch, deepspeed, codist.train, the run's
+    workload module (codist.workloads imports it lazily), and what the ranks' first engine and
+    optimizer import lazily: torch._dynamo (torch.optim's constructors, ~2 s), fairseq's
+    optimizer base class (DeepSpeed's engine tries it in _supported_optims, ~3 s) and
+    torch.utils.cpp_extension. Imports only: no torch op runs here."""
+    import torch  # noqa: F401
+    import torch._dynamo  # noqa: F401
+    import deepspeed  # noqa: F401
+    import deepspeed.comm  # noqa: F401
+    from deepspeed.runtime.engine import DeepSpeedEngine  # noqa: F401
+    import torch.utils.cpp_extension  # noqa: F401  (setuptools: DeepSpeed loads its CPU comm op with it)
+    import logging
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    try:
+        from fairseq.optim.fairseq_optimizer import FairseqOptimizer  # noqa: F401
+    except Exception:
+        pass
+    root.setLevel(level)   # importing fairseq sets up root logging at DEBUG: the ranks' filelock etc. chatter
+    root.handlers[:] = handlers
+    from . import train  # noqa: F401
+    try:
+        from . import config as config_mod
+        from .workloads import workload_class
+        workload_class(config_mod.load(train.parse_args(train_args).config).workload.name)
+    except Exception:   # the rank reports a bad config itself, with its own error path
+        pass
+
+
+def _die_with_parent(parent: int) -> None:
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:          # the parent died before prctl took effect
+        os._exit(1)
+
+
+def child(rank: int, args, parent: int, early: list) -> int:
+    """One rank, in a forked child; returns the exit code (never raises)."""
+    try:
+        _die_with_parent(parent)
+        n = str(args.nprocs)
+        os.environ.update({
+            "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": n, "LOCAL_WORLD_SIZE": n,
+            "LOCAL_SIZE": n, "GROUP_RANK": "0", "CROSS_RANK": "0", "CROSS_SIZE": "1",
+            "MASTER_ADDR": args.master_addr, "MASTER_PORT": str(args.master_port),
+        })
+        import torch
+        threads = int(os.environ.get("CODIST_THREADS_PER_RANK") or os.environ.get("OMP_NUM_THREADS") or 1)
+        torch.set_num_threads(threads)
+        from . import train
+        if hasattr(train, "StopFlag"):
+            # a stop signal that arrived before the rank installed its own handler is honoured
+            base = train.StopFlag
+
+            class EarlyStopFlag(base):
+                def __init__(self):
+                    super().__init__()
+                    if early:
+                        self.raised = 1
+            train.StopFlag = EarlyStopFlag
+        argv = [*args.train_args, f"--local_rank={rank}"]
+        sys.argv = [train.__file__, *argv]   # what the manifest records as the rank's command
+        code = train.main(argv)
+        return code if isinstance(code, int) else 0
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException:
+        sys.excepthook(*sys.exc_info())   # the rank's heartbeat hook records the error, then the traceback
+        return 1
+
+
+def _status(status: int) -> int:
+    """An exit code from os.waitpid's status: the code, or 128 + signal for a killed child."""
+    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    preload(args.train_args)
+    parent = os.getpid()
+    alive: dict[int, int] = {}              # pid -> rank of the children not reaped yet (no reused pids)
+    stopping: list[int] = []                # signals received by the parent
+
+    def signal_alive(sig: int) -> None:
+        for pid in list(alive):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def forward(signum, frame):
+        stopping.append(signum)
+        signal_alive(signal.SIGTERM)
+    for s in FORWARDED:
+        signal.signal(s, forward)
+
+    for rank in range(args.nprocs):
+        early = list(stopping)   # a stop signal already received: this rank starts stopping
+        sys.stdout.flush()
+        sys.stderr.flush()
+        signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)   # no handler runs half-way through fork
+        pid = os.fork()
+        if pid == 0:   # the rank: a stop signal is remembered until codist.train installs its handler
+            signal.signal(signal.SIGTERM, lambda s, f: early.append(s))
+            signal.signal(signal.SIGUSR1, lambda s, f: early.append(s))
+            signal.signal(signal.SIGINT, signal.SIG_IGN)   # the parent forwards it as SIGTERM
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
+            code = child(rank, args, parent, early)
+            for stream in (sys.stdout, sys.stderr):   # no atexit: the parent's handlers are not the rank's
+                try:
+                    stream.flush()
+                except Exception:
+                    pass
+            os._exit(code)
+        alive[pid] = rank
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
+
+    codes: dict[int, int] = {}
+    failed: int | None = None
+    kill_at: float | None = None
+    while len(codes) < args.nprocs:
+        if kill_at is None:
+            pid, status = os.waitpid(-1, 0)
+        else:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                if time.monotonic() >= kill_at:
+                    signal_alive(signal.SIGKILL)
+                    kill_at = float("inf")
+                time.sleep(0.05)
+                continue
+        if pid not in alive:
+            continue
+        rank, code = alive.pop(pid), _status(status)
+        codes[rank] = code
+        if code not in (0, EXIT_PREEMPTED) and failed is None:
+            failed = rank
+            print(f"codist.fork_launcher: rank {rank} (pid {pid}) exited with code {code}; "
+                  f"stopping the other ranks", file=sys.stderr)
+            signal_alive(signal.SIGTERM)
+            kill_at = time.monotonic() + GRACE_S
+    if failed is not None:
+        return codes[failed]
+    if any(c == EXIT_PREEMPTED for c in codes.values()):
+        return EXIT_PREEMPTED
+    return 0
+
+
+def _exit(code: int) -> None:
+    """Exit now: tearing down an interpreter that imported torch, deepspeed and fairseq takes
+    seconds (module finalisation) and buys nothing here."""
+    import atexit
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    _exit(main())
