@@ -99,6 +99,17 @@ class EnsembleConfig(_Section):
     data: Literal["disjoint", "same", "shuffled"] = "shuffled"
 
 
+class DistillConfig(_DistillTerm):
+    """Two-phase (offline) distillation (Anil et al. 2018, Sec. 3.4.1): one fresh model trained on
+    CE(y, f) + alpha * D(mean of the teachers' softened predictions, f); the teachers are the saved
+    models of a finished run (a sibling run directory), frozen."""
+    name: Literal["distill"] = "distill"
+    teacher_run: str = Field(pattern=r"^[0-9a-f]{12}$", description="run id of the teacher run (its directory "
+                             "is next to this run's); in experiments files: '@<series>' of the same figure")
+    teacher_models: list[str] = Field(["0", "1"], min_length=1, description="which model_<name>.pt of that run")
+    alpha: float = Field(1.0, ge=0, description="weight of the distillation term")
+
+
 class PowerSGDConfig(_Section):
     """Sync data parallel with PowerSGD-compressed gradients (Vogels et al. 2019), through torch DDP's
     powerSGD_hook: vanilla all-reduce for the first `start_iter` updates, then rank-`rank` factors."""
@@ -122,7 +133,7 @@ class PostLocalSGDConfig(_Section):
 
 AlgorithmConfig = Annotated[
     Union[AllReduceConfig, CodistillConfig, ModelAverageConfig, EnsembleCompressConfig,
-          LabelSmoothingConfig, EnsembleConfig, PowerSGDConfig, PostLocalSGDConfig],
+          LabelSmoothingConfig, EnsembleConfig, PowerSGDConfig, PostLocalSGDConfig, DistillConfig],
     Field(discriminator="name"),
 ]
 MULTI_MODEL = {"codistill": 2, "model_average": 2, "ensemble_compress": 2, "ensemble": 2, "post_local_sgd": 2}
