@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -79,7 +80,11 @@ def test_fork_is_refused_across_slurm_nodes(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_fork_gives_the_same_rows_as_torchrun(tmp_path):
-    fork = launch_run(tmp_path / "fork", deep_update(TWO, {"launch": {"launcher": "fork"}}))
+    port = launch.free_port()
+    fork = launch_run(tmp_path / "fork", deep_update(TWO, {"launch": {"launcher": "fork", "master_port": port}}))
+    # torchrun's environment, not the DeepSpeed launcher's LOCAL_SIZE: no 69 MB /dev/shm workspace per rank
+    # that DeepSpeed never unlinks
+    assert not list(Path("/dev/shm").glob(f"deepspeed_allreduce_buffer_*_{port}_*"))
     torchrun = launch_run(tmp_path / "torchrun", deep_update(TWO, {"launch": {"launcher": "torchrun"}}))
     assert comparable(read_rows(fork)) == comparable(read_rows(torchrun))
     assert [r["step"] for r in read_rows(fork)] == [3, 6]

@@ -99,11 +99,15 @@ def child(rank: int, args, parent: int, early: list) -> int:
     try:
         _die_with_parent(parent)
         n = str(args.nprocs)
-        os.environ.update({
+        os.environ.update({   # what torchrun sets on one node
             "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": n, "LOCAL_WORLD_SIZE": n,
-            "LOCAL_SIZE": n, "GROUP_RANK": "0", "CROSS_RANK": "0", "CROSS_SIZE": "1",
+            "GROUP_RANK": "0", "GROUP_WORLD_SIZE": "1", "ROLE_RANK": str(rank), "ROLE_WORLD_SIZE": n,
             "MASTER_ADDR": args.master_addr, "MASTER_PORT": str(args.master_port),
         })
+        # not the DeepSpeed launcher's LOCAL_SIZE: with it, DeepSpeed's CPU comm op creates a 69 MB
+        # /dev/shm workspace per rank (for inference_all_reduce, which codist never calls) and
+        # never unlinks it
+        os.environ.pop("LOCAL_SIZE", None)
         import torch
         threads = int(os.environ.get("CODIST_THREADS_PER_RANK") or os.environ.get("OMP_NUM_THREADS") or 1)
         torch.set_num_threads(threads)
