@@ -56,31 +56,36 @@ def parse_args(argv=None):
 def preload(train_args: list[str]) -> None:
     """Import, once, what every rank imports: torch, deepspeed, codist.train, the run's
     workload module (codist.workloads imports it lazily), and what the ranks' first engine and
-    optimizer import lazily: torch._dynamo (torch.optim's constructors, ~2 s), fairseq's
-    optimizer base class (DeepSpeed's engine tries it in _supported_optims, ~3 s) and
-    torch.utils.cpp_extension. Imports only: no torch op runs here."""
+    optimizer import lazily: torch._dynamo (torch.optim's constructors, ~2 s),
+    torch.utils.cpp_extension, and fairseq's optimizer base class where the ranks would import
+    it (DeepSpeed's engine tries it, ~3 s, unless codist.engine.without_fairseq hides it).
+    Imports only: no torch op runs here."""
     import torch  # noqa: F401
     import torch._dynamo  # noqa: F401
     import deepspeed  # noqa: F401
     import deepspeed.comm  # noqa: F401
     from deepspeed.runtime.engine import DeepSpeedEngine  # noqa: F401
     import torch.utils.cpp_extension  # noqa: F401  (setuptools: DeepSpeed loads its CPU comm op with it)
-    import logging
-    root = logging.getLogger()
-    level, handlers = root.level, list(root.handlers)
-    try:
-        from fairseq.optim.fairseq_optimizer import FairseqOptimizer  # noqa: F401
-    except Exception:
-        pass
-    root.setLevel(level)   # importing fairseq sets up root logging at DEBUG: the ranks' filelock etc. chatter
-    root.handlers[:] = handlers
-    from . import train  # noqa: F401
+    from . import engine, train
+    workload = None
     try:
         from . import config as config_mod
-        from .workloads import workload_class
-        workload_class(config_mod.load(train.parse_args(train_args).config).workload.name)
+        workload = config_mod.load(train.parse_args(train_args).config).workload.name
     except Exception:   # the rank reports a bad config itself, with its own error path
         pass
+    if not hasattr(engine, "without_fairseq") or workload == "translation":
+        import logging
+        root = logging.getLogger()
+        level, handlers = root.level, list(root.handlers)
+        try:
+            from fairseq.optim.fairseq_optimizer import FairseqOptimizer  # noqa: F401
+        except Exception:
+            pass
+        root.setLevel(level)   # importing fairseq sets up root logging at DEBUG: the ranks' filelock etc. chatter
+        root.handlers[:] = handlers
+    if workload is not None:
+        from .workloads import workload_class
+        workload_class(workload)
 
 
 def _die_with_parent(parent: int) -> None:
