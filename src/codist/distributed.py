@@ -84,6 +84,10 @@ def init(models: int, backend: str, timeout_s: int = 600) -> Topology:
     if "RANK" not in os.environ and "SLURM_PROCID" in os.environ:   # started by srun (multi-node)
         os.environ.update(RANK=os.environ["SLURM_PROCID"], LOCAL_RANK=os.environ["SLURM_LOCALID"],
                           WORLD_SIZE=os.environ["SLURM_NTASKS"])
+    if backend == "gloo":
+        # with LOCAL_SIZE set (the DeepSpeed launcher sets it) DeepSpeed's CPU accelerator maps a 69 MB
+        # /dev/shm buffer per rank for an shm all-reduce codist never uses, and never unlinks it
+        os.environ.pop("LOCAL_SIZE", None)
     deepspeed.init_distributed(dist_backend=backend, auto_mpi_discovery=False, timeout=timedelta(seconds=timeout_s))
     rank, world = dist.get_rank(), dist.get_world_size()
     m = world // models

@@ -1,7 +1,9 @@
 """A DeepSpeed engine for one model, all-reducing gradients inside its own group only."""
 from __future__ import annotations
 
+import contextlib
 import logging
+import sys
 
 import torch
 
@@ -25,12 +27,29 @@ def deepspeed_config(cfg: RunConfig) -> dict:
     }
 
 
+@contextlib.contextmanager
+def without_fairseq(hide: bool):
+    """DeepSpeed's engine imports fairseq (~3 s of CPU per rank) only to also accept fairseq
+    optimizers; ours are torch optimizers. Unless the run uses fairseq anyway, that import
+    fails fast here (ImportError, which DeepSpeed catches) and fairseq stays unimported."""
+    if not hide or "fairseq" in sys.modules:
+        yield
+        return
+    sys.modules["fairseq"] = None
+    try:
+        yield
+    finally:
+        if sys.modules.get("fairseq", 0) is None:
+            del sys.modules["fairseq"]
+
+
 def build_engine(cfg: RunConfig, topo: Topology, model: torch.nn.Module):
     import deepspeed
     from deepspeed.utils import logger as ds_logger
     ds_logger.setLevel(logging.WARNING)
     optimizer = build_optimizer(model.parameters(), cfg.optimizer)
     scheduler = build_scheduler(optimizer, cfg.schedule, cfg.train.steps)
-    engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler,
-                                           config=deepspeed_config(cfg), mpu=topo.mpu())
+    with without_fairseq(cfg.workload.name != "translation"):
+        engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler,
+                                               config=deepspeed_config(cfg), mpu=topo.mpu())
     return engine, optimizer
