@@ -93,3 +93,14 @@ def save_png(fig, out: str | os.PathLike) -> None:
 
 def title(manifest: dict) -> str:
     return f"{manifest['paper']} {manifest['figure']} ({manifest['scale']} scale): {manifest['title']}"
+
+
+def finish(fig, manifest: dict, out, wrap: int = 160) -> None:
+    """Title, the paper's reference statements as a footnote, layout, atomic PNG."""
+    import textwrap
+    refs = "; ".join(f"{r['what']} ({r['source']})" for r in manifest.get("reference") or [])
+    fig.suptitle(title(manifest), fontsize=10)
+    if refs:
+        fig.text(0.01, 0.01, textwrap.fill("Paper: " + refs, wrap), fontsize=7, va="bottom")
+    fig.tight_layout(rect=(0, 0.08 if refs else 0, 1, 0.95))
+    save_png(fig, out)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -19,7 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from figure_data import default_metric, finals, label, save_png, series_model, title  # noqa: E402
+from figure_data import default_metric, finals, finish, label, series_model  # noqa: E402
 
 
 def plot(manifest: dict, table: pd.DataFrame, curves: pd.DataFrame, out) -> None:
@@ -39,12 +38,7 @@ def plot(manifest: dict, table: pd.DataFrame, curves: pd.DataFrame, out) -> None
         hi = max(v.max() for v in vals)
         ax.set_ylim(lo - 0.15 * (hi - lo + 1e-9), hi + 0.15 * (hi - lo + 1e-9))
         ax.grid(axis="y", alpha=0.3)
-    refs = "; ".join(f"{r['what']} ({r['source']})" for r in manifest.get("reference") or [])
-    fig.suptitle(title(manifest), fontsize=10)
-    if refs:
-        fig.text(0.01, 0.01, textwrap.fill("Paper: " + refs, 150), fontsize=7, va="bottom")
-    fig.tight_layout(rect=(0, 0.06 if refs else 0, 1, 0.95))
-    save_png(fig, out)
+    finish(fig, manifest, out, wrap=150)
 
 
 def main(argv=None) -> int:

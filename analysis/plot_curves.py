@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import textwrap
 
 import matplotlib
 
@@ -19,7 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from figure_data import default_metric, label, mean_curve, save_png, series_model, title  # noqa: E402
+from figure_data import default_metric, finish, label, mean_curve, series_model  # noqa: E402
 
 X_LABELS = {"step": "step (updates)", "wall_s": "training wall time (s)"}
 
@@ -48,12 +47,7 @@ def plot(manifest: dict, table: pd.DataFrame, curves: pd.DataFrame, out) -> None
         ax.set_ylabel(label(metric))
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=7)
-    refs = "; ".join(f"{r['what']} ({r['source']})" for r in manifest.get("reference") or [])
-    fig.suptitle(title(manifest), fontsize=10)
-    if refs:
-        fig.text(0.01, 0.01, textwrap.fill("Paper: " + refs, 170), fontsize=7, va="bottom")
-    fig.tight_layout(rect=(0, 0.08 if refs else 0, 1, 0.95))
-    save_png(fig, out)
+    finish(fig, manifest, out, wrap=170)
 
 
 def main(argv=None) -> int:

@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from figure_data import label, save_png, title  # noqa: E402
+from figure_data import finish, label  # noqa: E402
 
 
 def plot(manifest: dict, vals: pd.DataFrame, out) -> None:
@@ -43,9 +43,7 @@ def plot(manifest: dict, vals: pd.DataFrame, out) -> None:
         ax.set_ylabel(label(col))
         ax.grid(axis="y", alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle(title(manifest), fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
-    save_png(fig, out)
+    finish(fig, manifest, out)
 
 
 def main(argv=None) -> int:
