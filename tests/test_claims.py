@@ -152,3 +152,17 @@ def test_paper_table_puts_paper_numbers_beside_our_seed_statistics(figure_dir):
     assert side.loc["A", "val_loss n"] == 3
     assert side.loc["B", "comm_bytes_per_update ours mean"] == 1000.0
     assert pd.isna(side.loc["B", "val_loss paper"])
+
+
+def test_table_and_bar_figures_are_drawn(figure_dir, tmp_path):
+    import plot_bars
+    import plot_table
+    manifest = {"paper": "toy", "figure": "f", "scale": "embedded", "title": "t", "runs": [],
+                "columns": ["val_loss"], "series": ["a", "b"], "panels": ["val_loss"],
+                "reference": [{"what": "a beats b", "source": "Fig. 9"}],
+                "rows": [{"label": "A", "series": "a", "val_loss": 1.4}, {"label": "B", "series": "b"}]}
+    curves, table = pd.read_csv(figure_dir / "f_curves.csv"), pd.read_csv(figure_dir / "f.csv")
+    plot_table.plot(manifest, paper_table.values(manifest, table, curves), tmp_path / "t.png")
+    plot_bars.plot(manifest, table.assign(metric="val_loss"), curves, tmp_path / "b.png")
+    for name in ("t.png", "b.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

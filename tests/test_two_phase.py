@@ -37,6 +37,7 @@ def test_student_learns_from_the_saved_ensemble(tmp_path):
     assert any(not torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slow
 def test_missing_teacher_files_fail_clearly(tmp_path):
     from codist import launch
     cfg = config.validate({"name": "s", "workload": {"name": "cifar", "train_size": 64, "val_size": 32, "width": 4},
