@@ -24,7 +24,8 @@ from figure_data import default_metric, finals, finish, label, series_model  # n
 def plot(manifest: dict, table: pd.DataFrame, curves: pd.DataFrame, out) -> None:
     panels = manifest.get("panels") or [default_metric(manifest, table)]
     order = [s for s in manifest["series"] if s in set(curves["series"])]
-    fig, axes = plt.subplots(1, len(panels), figsize=(1.3 * len(order) * len(panels) + 3, 4.6), squeeze=False)
+    width = max(9.0, 1.3 * len(order) * len(panels) + 3)
+    fig, axes = plt.subplots(1, len(panels), figsize=(width, 4.6), squeeze=False)
     x = np.arange(len(order))
     for ax, metric in zip(axes[0], panels):
         vals = [finals(curves, s, series_model(manifest, s), metric).to_numpy() for s in order]
@@ -38,7 +39,7 @@ def plot(manifest: dict, table: pd.DataFrame, curves: pd.DataFrame, out) -> None
         hi = max(v.max() for v in vals)
         ax.set_ylim(lo - 0.15 * (hi - lo + 1e-9), hi + 0.15 * (hi - lo + 1e-9))
         ax.grid(axis="y", alpha=0.3)
-    finish(fig, manifest, out, wrap=150)
+    finish(fig, manifest, out, wrap=int(width * 15))
 
 
 def main(argv=None) -> int:

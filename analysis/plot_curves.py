@@ -29,7 +29,8 @@ def plot(manifest: dict, table: pd.DataFrame, curves: pd.DataFrame, out) -> None
     xs = [xs] if isinstance(xs, str) else xs
     order = [s for s in manifest["series"] if s in set(curves["series"])]
     cells = [(m, x) for m in panels for x in xs]
-    fig, axes = plt.subplots(1, len(cells), figsize=(5.2 * len(cells), 4.4), squeeze=False)
+    width = max(9.0, 5.2 * len(cells))
+    fig, axes = plt.subplots(1, len(cells), figsize=(width, 4.6), squeeze=False)
     for ax, (metric, x) in zip(axes[0], cells):
         for series in order:
             model = series_model(manifest, series)
@@ -47,7 +48,7 @@ def plot(manifest: dict, table: pd.DataFrame, curves: pd.DataFrame, out) -> None
         ax.set_ylabel(label(metric))
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=7)
-    finish(fig, manifest, out, wrap=170)
+    finish(fig, manifest, out, wrap=int(width * 15))
 
 
 def main(argv=None) -> int:
