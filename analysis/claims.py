@@ -109,7 +109,7 @@ def verdict(x: pd.Series, neutral: float, at_least, within) -> tuple[str, str, f
     se = s / math.sqrt(n) if n > 1 else float("nan")
     low, high = m - 2 * se, m + 2 * se
     if within is not None:
-        rule = f"|effect - {neutral:g}| <= {within:g}"
+        rule = f"abs(effect - {neutral:g}) <= {within:g}"
         d = abs(m - neutral)
         v = ("inconclusive" if n < MIN_SEEDS else "holds" if d + 2 * se <= within
              else "does not hold" if d - 2 * se > within else "inconclusive")
