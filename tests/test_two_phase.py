@@ -35,6 +35,13 @@ def test_student_learns_from_the_saved_ensemble(tmp_path):
     a = torch.load(student / "model_0.pt", weights_only=True)
     b = torch.load(plain / "model_0.pt", weights_only=True)
     assert any(not torch.equal(a[k], b[k]) for k in a)
+    # init_distance in the last row = |final parameters - the initialisation rebuilt from the seed|
+    from codist.workloads import build_workload
+    cfg = config.load(student / "config.yaml")
+    torch.manual_seed(cfg.seed * 1009)   # Algorithm.model_seed() of model 0
+    init = build_workload(cfg.workload, cfg.seed).build_model()
+    dist = sum(((a[k] - p.detach()) ** 2).sum() for k, p in init.named_parameters()) ** 0.5
+    assert read_rows(student)[-1]["init_distance"] == pytest.approx(float(dist), rel=1e-5)
 
 
 @pytest.mark.slow

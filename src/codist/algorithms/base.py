@@ -58,10 +58,10 @@ class Algorithm:
     @torch.no_grad()
     def initial_parameters(self) -> list[torch.Tensor]:
         """This rank's model's parameters at initialisation, rebuilt from its seed (so a resumed run
-        has them too); the global RNG is left as it was."""
+        has them too), kept on the CPU; the global RNG is left as it was."""
         rng = torch.random.get_rng_state()
         torch.manual_seed(self.model_seed())
-        params = [p.detach().clone() for p in self.new_model().parameters()]
+        params = [p.detach().cpu().clone() for p in self.new_model().parameters()]
         torch.random.set_rng_state(rng)
         return params
 
