@@ -29,6 +29,7 @@ Fewer than 3 seeds: inconclusive.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import sys
@@ -70,9 +71,15 @@ def speedups(curves: pd.DataFrame, a: str, am: str, b: str, bm: str, metric: str
     return pd.Series(out, dtype=float)
 
 
+@functools.lru_cache(maxsize=None)
+def read_table(path: Path) -> pd.DataFrame:
+    """A figure's CSV, read once however many claims use it (callers only filter it)."""
+    return pd.read_csv(path, dtype={"seed": str} if path.name.endswith("_values.csv") else None)
+
+
 def effects(c: dict, fig: str, manifest: dict, figures: Path) -> pd.Series:
     """Per seed (or seed pair) effect of one claim, oriented so that positive = as claimed."""
-    curves = pd.read_csv(figures / f"{fig}_curves.csv")
+    curves = read_table(figures / f"{fig}_curves.csv")
     metric = c.get("metric") or (manifest.get("panels") or [None])[0] or curves["metric"].iloc[0]
     am = str(c.get("a_model") or series_model(manifest, c["a"]))
     bm = str(c.get("b_model") or series_model(manifest, c["b"]))
@@ -88,13 +95,13 @@ def effects(c: dict, fig: str, manifest: dict, figures: Path) -> pd.Series:
     if measure == "speedup":
         return speedups(curves, c["a"], am, c["b"], bm, metric, int(c.get("b_offset", 0)))
     if measure == "churn":
-        vals = pd.read_csv(figures / f"{fig}_values.csv", dtype={"seed": str})
+        vals = read_table(figures / f"{fig}_values.csv")
         churn = vals[vals["column"] == "churn"]
         va = churn[churn["series"] == c["a"]].set_index("seed")["value"]
         vb = churn[churn["series"] == c["b"]].set_index("seed")["value"]
         return (vb - va).dropna()
     if measure == "comm_ratio":
-        table = pd.read_csv(figures / f"{fig}.csv")
+        table = read_table(figures / f"{fig}.csv")
         ta = table[table["series"] == c["a"]].set_index("seed")["between_group_sent_bytes_per_rank_per_update"]
         tb = table[table["series"] == c["b"]].set_index("seed")["comm_sent_bytes_per_rank_per_update"]
         return (tb / ta).replace([math.inf], float("nan")).dropna()

@@ -9,7 +9,6 @@ is slower, and the raw rows must show it.
 """
 from __future__ import annotations
 
-import copy
 import json
 import os
 import tempfile
@@ -23,17 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PRESETS = ROOT / "replications" / "presets" / "embedded"
 
 
-def merge(base: dict, *overrides: dict) -> dict:
-    """A deep copy of `base` with each mapping of `overrides` merged in (nested dicts merge,
-    everything else replaces)."""
-    out = copy.deepcopy(base)
-    for over in overrides:
-        for key, value in over.items():
-            if isinstance(value, dict) and isinstance(out.get(key), dict):
-                out[key] = merge(out[key], value)
-            else:
-                out[key] = copy.deepcopy(value)
-    return out
+merge = config.deep_merge   # a preset with a benchmark's overrides merged in
 
 
 def preset(name: str) -> dict:

@@ -13,7 +13,7 @@ Each paper declares which runs make which figure at which scale:
         notes: "..."                     # optional free text
         panels: [val_loss]               # optional, for the analysis: metric per panel (curves)
         models: {"ensemble": ensemble}   # optional: series -> model whose rows it shows
-        rows: [...]                      # table: paper-vs-ours rows (analysis/figure_spec.py)
+        rows: [...]                      # table: paper-vs-ours rows (analysis/figure_data.py)
         reference: [...]                 # optional: the paper's numbers, each with its source
         scales:
           embedded:
@@ -43,7 +43,7 @@ from pathlib import Path
 
 import yaml
 
-from codist.config import ConfigError, RunConfig, to_dict, validate
+from codist.config import ConfigError, RunConfig, deep_merge, to_dict, validate
 from codist.launch import cluster_resources, threads_per_rank
 
 # figure kind -> the script (relative to the repository root) that draws it
@@ -51,9 +51,9 @@ KINDS = {"curves": "analysis/plot_curves.py", "table": "analysis/plot_table.py",
          "bars": "analysis/plot_bars.py"}
 
 PAPER_KEYS = {"paper", "source", "figures", "claims"}
-# panels/models/rows/columns/reference/x are read by the analysis scripts (analysis/figure_spec.py)
-FIGURE_KEYS = {"title", "source", "kind", "notes", "scales", "panels", "models", "rows", "columns", "reference", "x", "offsets"}
+# panels/models/rows/columns/reference/x are read by the analysis scripts (analysis/figure_data.py)
 SPEC_KEYS = ("panels", "models", "rows", "columns", "reference", "x", "offsets")
+FIGURE_KEYS = {"title", "source", "kind", "notes", "scales", *SPEC_KEYS}
 SCALE_KEYS = {"base", "preset", "seeds", "series", "notes"}
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -81,7 +81,7 @@ class Figure:
     notes: str
     series: list[str]
     runs: list[RunRef]
-    spec: dict = field(default_factory=dict)   # panels, models, rows, reference, x (for the analysis)
+    spec: dict = field(default_factory=dict)   # the SPEC_KEYS the figure sets (for the analysis)
 
 
 @dataclass
@@ -135,7 +135,7 @@ class Plan:
         return {
             "paper": f.paper, "figure": f.figure, "scale": f.scale, "title": f.title,
             "source": f.source, "kind": f.kind, "notes": f.notes, "series": f.series,
-            **{k: v for k, v in f.spec.items()},
+            **f.spec,
             "runs": [{"series": r.series, "seed": r.seed, "run_id": r.run_id,
                       "run_dir": f"{results}/{self.scale}/runs/{r.run_id}"} for r in f.runs],
         }
@@ -187,14 +187,6 @@ def resolve(base: dict, overrides: dict, seed: int, scale: str, where: str) -> R
         cfg = cfg.model_copy(update={"name": f"{cfg.workload.name}-{cfg.algorithm.name}{models}"
                                              f"-w{p.world_size}-seed{cfg.seed}"})
     return cfg
-
-
-def deep_merge(base: dict, over: dict) -> dict:
-    """`over` on top of `base`, section by section (nested mappings merge, everything else replaces)."""
-    out = copy.deepcopy(base)
-    for k, v in over.items():
-        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
-    return out
 
 
 def scale_base(sc: dict, path: Path, where: str) -> dict:

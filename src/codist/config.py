@@ -291,6 +291,19 @@ def _format_errors(err: ValidationError, source: str) -> str:
     return "\n".join(lines)
 
 
+def deep_merge(base: dict, *overrides: dict) -> dict:
+    """A deep copy of `base` with each mapping of `overrides` merged in, section by section
+    (nested mappings merge, everything else replaces): a preset under a figure's base, etc."""
+    out = copy.deepcopy(base)
+    for over in overrides:
+        for key, value in over.items():
+            if isinstance(value, dict) and isinstance(out.get(key), dict):
+                out[key] = deep_merge(out[key], value)
+            else:
+                out[key] = copy.deepcopy(value)
+    return out
+
+
 def apply_overrides(raw: dict, overrides: list[str], source: str = "--set") -> dict:
     """`a.b.c=value` pairs (value parsed as YAML) applied to a copy of the raw mapping."""
     out = copy.deepcopy(raw)
