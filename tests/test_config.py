@@ -108,3 +108,60 @@ def test_bad_algorithm_configs_fail_before_launch(write_config, extra, key, word
     with pytest.raises(ConfigError) as e:
         config.load(write_config(extra))
     assert key in str(e.value) and words in str(e.value)
+
+
+# ------------------------------------------------------------------ issue 17: inputs that used to pass
+
+
+@pytest.mark.parametrize("extra, key", [
+    ({"optimizer": {"lr": float("inf")}}, "optimizer.lr"),
+    ({"algorithm": {"name": "codistill", "alpha": float("inf")}, "parallel": {"world_size": 2, "models": 2}},
+     "algorithm.alpha"),
+    ({"algorithm": {"name": "codistill", "temperature": float("nan")}, "parallel": {"world_size": 2, "models": 2}},
+     "algorithm.temperature"),
+    ({"optimizer": {"betas": [0.9, float("nan")]}}, "optimizer.betas"),
+    ({"workload": {"name": "lm", "zipf": float("inf")}}, "workload.zipf"),   # workload sections too
+])
+def test_non_finite_floats_are_refused(write_config, extra, key):
+    path = write_config(extra)
+    assert ".inf" in path.read_text() or ".nan" in path.read_text()   # YAML's own spelling
+    with pytest.raises(ConfigError) as e:
+        config.load(path)
+    assert key in str(e.value) and "finite number" in str(e.value)
+
+
+@pytest.mark.parametrize("value", [True, 1.5, 2.0, "12"])
+def test_counts_must_be_integers(write_config, value):
+    with pytest.raises(ConfigError) as e:
+        config.load(write_config({"train": {"steps": value}}))
+    assert "train.steps" in str(e.value) and "valid integer" in str(e.value)
+    with pytest.raises(ConfigError, match="workload.width"):   # workload sections too
+        config.load(write_config({"workload": {"width": value}}))
+
+
+@pytest.mark.parametrize("text", ["", "# only a comment\n\n", "{}\n"])
+def test_empty_config_is_refused(tmp_path, text):
+    path = tmp_path / "empty.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match="empty.yaml: the config is empty"):
+        config.load(path)
+
+
+def test_duplicate_keys_name_file_key_and_line(tmp_path):
+    path = tmp_path / "dup.yaml"
+    path.write_text("name: x\noptimizer:\n  lr: 0.1\n  momentum: 0.5\n  lr: 100.0\n")
+    with pytest.raises(ConfigError) as e:
+        config.load(path)
+    assert str(e.value) == ("dup.yaml, line 5: key 'lr' given twice (first on line 3); each key may appear "
+                            "once in a mapping").replace("dup.yaml", str(path))
+    # a YAML merge (<<) may still be overridden: that is not a duplicate
+    path.write_text("x-base: &b {lr: 0.1, momentum: 0.5}\noptimizer:\n  <<: *b\n  lr: 0.2\n")
+    assert config.load_raw(path)["optimizer"] == {"lr": 0.2, "momentum": 0.5}
+
+
+def test_algorithm_without_name_lists_the_names(write_config):
+    with pytest.raises(ConfigError) as e:
+        config.load(write_config({"algorithm": {"alpha": 0.5}}))
+    msg = str(e.value)
+    assert "algorithm: no 'name' given; allowed names: allreduce, codistill" in msg
+    assert "Unable to extract tag" not in msg

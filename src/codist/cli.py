@@ -24,7 +24,9 @@ def main(argv=None) -> int:
     try:
         cfg = config_mod.load(args.config, args.overrides)
         if args.command == "check":   # the config only; whether it fits this machine is a note
+            from .inputs import check_inputs
             from .launch import check_fits, resolve_device
+            check_inputs(cfg)   # a missing data folder fails here, not on every rank after launch
             print(yaml.safe_dump(config_mod.to_dict(cfg), sort_keys=False), end="")
             try:
                 check_fits(cfg, resolve_device(cfg))

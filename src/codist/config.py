@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, StrictInt, ValidationError, model_validator
 
 from .workloads import CifarConfig, WorkloadConfig, data_version
+from .workloads.schema import SECTION_CONFIG
 
 
 class ConfigError(ValueError):
@@ -25,7 +26,7 @@ class ConfigError(ValueError):
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = SECTION_CONFIG
 
 
 class AllReduceConfig(_Section):
@@ -45,13 +46,13 @@ class CodistillConfig(_DistillTerm):
     """
     name: Literal["codistill"] = "codistill"
     alpha: float = Field(1.0, ge=0, description="weight of the distillation term")
-    alpha_ramp_steps: int = Field(0, ge=0, description="alpha rises linearly over this many steps after burn_in")
-    burn_in: int = Field(0, ge=0, description="steps of plain training before distillation starts")
+    alpha_ramp_steps: StrictInt = Field(0, ge=0, description="alpha rises linearly over this many steps after burn_in")
+    burn_in: StrictInt = Field(0, ge=0, description="steps of plain training before distillation starts")
     exchange: Literal["checkpoint", "predictions"] = Field(
         "checkpoint", description="checkpoint: every exchange_every steps the models' states go to the other "
         "groups and teachers run locally on those stale copies (the papers' method); predictions: every step "
         "the models exchange their outputs on a shared batch")
-    exchange_every: int = Field(50, ge=1, description="k: steps between checkpoint exchanges")
+    exchange_every: StrictInt = Field(50, ge=1, description="k: steps between checkpoint exchanges")
     data: Literal["disjoint", "same", "shuffled"] = Field(
         "disjoint", description="disjoint: each model trains on its own partition of the training set; "
         "same: every model sees the same batches; shuffled: the whole set in a different order per model")
@@ -69,7 +70,7 @@ class CodistillConfig(_DistillTerm):
 class ModelAverageConfig(_Section):
     """MA-DNN / local SGD: K = parallel.models workers; parameters averaged after every tau-th update."""
     name: Literal["model_average"] = "model_average"
-    tau: int = Field(16, ge=1, description="updates between averaging rounds")
+    tau: StrictInt = Field(16, ge=1, description="updates between averaging rounds")
     average_buffers: bool = Field(True, description="also average buffers (BatchNorm running statistics)")
     average_optimizer_state: bool = Field(False, description="also average momentum / Adam moments")
     data: Literal["disjoint", "shuffled"] = Field("disjoint", description="each worker's local data")
@@ -80,7 +81,7 @@ class EnsembleCompressConfig(_DistillTerm):
     models; with compress, each local model is distilled toward G during the next local phase:
     loss = (1 - distill_weight) * CE(y, f_i) + distill_weight * D(G, f_i). compress=false is E-DNN."""
     name: Literal["ensemble_compress"] = "ensemble_compress"
-    tau: int = Field(4000, ge=1, description="updates between ensembling rounds")
+    tau: StrictInt = Field(4000, ge=1, description="updates between ensembling rounds")
     compress: bool = True
     distill_weight: float = Field(0.5, ge=0, le=1, description="weight of G's soft labels in the combined loss")
     data: Literal["disjoint", "shuffled"] = "disjoint"
@@ -114,8 +115,8 @@ class PowerSGDConfig(_Section):
     """Sync data parallel with PowerSGD-compressed gradients (Vogels et al. 2019), through torch DDP's
     powerSGD_hook: vanilla all-reduce for the first `start_iter` updates, then rank-`rank` factors."""
     name: Literal["powersgd"] = "powersgd"
-    rank: int = Field(1, ge=1, description="matrix approximation rank")
-    start_iter: int = Field(10, ge=2, description="updates of plain all-reduce first (torch requires > 1)")
+    rank: StrictInt = Field(1, ge=1, description="matrix approximation rank")
+    start_iter: StrictInt = Field(10, ge=2, description="updates of plain all-reduce first (torch requires > 1)")
     min_compression_rate: float = Field(2.0, gt=0)
     error_feedback: bool = True
     warm_start: bool = True
@@ -126,8 +127,8 @@ class PostLocalSGDConfig(_Section):
     global sync SGD for `warmup_steps`, then gradients all-reduced only inside each of the
     parallel.models groups, and parameters averaged over all ranks every `tau` updates."""
     name: Literal["post_local_sgd"] = "post_local_sgd"
-    tau: int = Field(4, ge=1, description="updates between global parameter averages")
-    warmup_steps: int = Field(10, ge=0, description="updates of global sync SGD before local SGD starts")
+    tau: StrictInt = Field(4, ge=1, description="updates between global parameter averages")
+    warmup_steps: StrictInt = Field(10, ge=0, description="updates of global sync SGD before local SGD starts")
     data: Literal["disjoint", "shuffled"] = "disjoint"
 
 
@@ -141,8 +142,8 @@ MULTI_MODEL = {"codistill": 2, "model_average": 2, "ensemble_compress": 2, "ense
 
 class ParallelConfig(_Section):
     """World = models x ranks_per_model. `world_size` is the number of processes."""
-    world_size: int = Field(1, ge=1)
-    models: int = Field(1, ge=1, description="independent models (n); each gets world_size/models ranks")
+    world_size: StrictInt = Field(1, ge=1)
+    models: StrictInt = Field(1, ge=1, description="independent models (n); each gets world_size/models ranks")
 
     @property
     def ranks_per_model(self) -> int:
@@ -155,15 +156,15 @@ class LaunchConfig(_Section):
         "deepspeed", description="deepspeed or torchrun: one process per rank; fork (single-node CPU only): "
         "one process imports torch/deepspeed once and forks the ranks (codist.fork_launcher)")
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    threads_per_rank: int | None = Field(None, ge=1, description="default: cores // world_size")
-    master_port: int | None = Field(None, ge=1024, le=65535, description="default: a free port")
+    threads_per_rank: StrictInt | None = Field(None, ge=1, description="default: cores // world_size")
+    master_port: StrictInt | None = Field(None, ge=1024, le=65535, description="default: a free port")
     oversubscribe: bool = Field(False, description="allow more CPU ranks than cores (slow; wall times inflate)")
-    gpus_per_node: int = Field(8, ge=1, description="GPUs per node on a cluster (multi-node: world_size / this)")
-    cpus_per_rank: int = Field(8, ge=1, description="CPU cores a cluster job asks per GPU rank (data loading)")
-    time_limit_min: int = Field(60, ge=1, description="wall-time limit a cluster job asks for")
-    mem_mb_per_rank: int = Field(16000, ge=100, description="memory a cluster job asks per rank")
-    collective_timeout_s: int = Field(600, ge=10, description="a collective waiting longer fails the run")
-    hang_timeout_s: int = Field(900, ge=10, description="the launcher kills a run whose rank made no "
+    gpus_per_node: StrictInt = Field(8, ge=1, description="GPUs per node on a cluster (multi-node: world_size / this)")
+    cpus_per_rank: StrictInt = Field(8, ge=1, description="CPU cores a cluster job asks per GPU rank (data loading)")
+    time_limit_min: StrictInt = Field(60, ge=1, description="wall-time limit a cluster job asks for")
+    mem_mb_per_rank: StrictInt = Field(16000, ge=100, description="memory a cluster job asks per rank")
+    collective_timeout_s: StrictInt = Field(600, ge=10, description="a collective waiting longer fails the run")
+    hang_timeout_s: StrictInt = Field(900, ge=10, description="the launcher kills a run whose rank made no "
                                 "progress for this long and names the rank")
 
 
@@ -180,8 +181,8 @@ class OptimizerConfig(_Section):
 class ScheduleConfig(_Section):
     """Learning-rate schedule as a function of the step: linear warmup, then constant/step/cosine."""
     name: Literal["constant", "step", "cosine"] = "constant"
-    warmup_steps: int = Field(0, ge=0)
-    milestones: list[int] = Field(default_factory=list, description="steps where lr *= gamma (name: step)")
+    warmup_steps: StrictInt = Field(0, ge=0)
+    milestones: list[StrictInt] = Field(default_factory=list, description="steps where lr *= gamma (name: step)")
     gamma: float = Field(0.1, gt=0, le=1)
     weight_decay_changes: dict[int, float] = Field(
         default_factory=dict, description="update -> optimizer weight decay from that update on (Sodhani et "
@@ -196,19 +197,19 @@ class ScheduleConfig(_Section):
 
 
 class TrainConfig(_Section):
-    steps: int = Field(100, ge=1)
-    batch_per_rank: int = Field(32, ge=1)
-    eval_every: int = Field(50, ge=1, description="evaluate every this many steps (and at the last step)")
-    eval_batch: int = Field(500, ge=1)
+    steps: StrictInt = Field(100, ge=1)
+    batch_per_rank: StrictInt = Field(32, ge=1)
+    eval_every: StrictInt = Field(50, ge=1, description="evaluate every this many steps (and at the last step)")
+    eval_batch: StrictInt = Field(500, ge=1)
     save_model: bool = Field(True, description="write model_<name>.pt (state dict) at the end")
-    checkpoint_every: int = Field(0, ge=0, description="updates between checkpoints (0: none); a rerun "
+    checkpoint_every: StrictInt = Field(0, ge=0, description="updates between checkpoints (0: none); a rerun "
                                   "resumes from the newest")
 
 
 class RunConfig(_Section):
     name: str = Field("", description="a label; not part of the run id")
     source: str = Field("", description="where this setup comes from (paper, section); not part of the run id")
-    seed: int = Field(0, ge=0)
+    seed: StrictInt = Field(0, ge=0)
     scale: Literal["embedded", "full"] = "embedded"
     workload: WorkloadConfig = Field(default_factory=lambda: CifarConfig())
     algorithm: AlgorithmConfig = Field(default_factory=AllReduceConfig)
@@ -284,6 +285,9 @@ def _format_errors(err: ValidationError, source: str) -> str:
         if e["type"] == "extra_forbidden":
             allowed = ", ".join(allowed_keys)
             lines.append(f"  {key}: unknown key (value {e['input']!r}); allowed keys here: {allowed}")
+        elif e["type"] == "union_tag_not_found":   # a section without `name`: say which names exist
+            names = ", ".join(_union_members(RunConfig.model_fields[loc[0]].annotation)) if loc else ""
+            lines.append(f"  {key}: no 'name' given; allowed names: {names}")
         elif e["type"] == "value_error":
             lines.append(f"  {key}: {e['msg'].removeprefix('Value error, ')}")
         else:
@@ -304,6 +308,36 @@ def deep_merge(base: dict, *overrides: dict) -> dict:
     return out
 
 
+class DuplicateKeyError(yaml.YAMLError):
+    def __init__(self, key, line: int, first: int):
+        super().__init__(f"line {line}: key {key!r} given twice (first on line {first}); each key may appear "
+                         f"once in a mapping")
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a key given twice in one mapping (PyYAML silently keeps the
+    last one, so a typo'd second `lr:` would win unseen). `<<` merges may still be overridden."""
+
+    def construct_mapping(self, node, deep=False):
+        first: dict = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                if key in first:
+                    raise DuplicateKeyError(key, key_node.start_mark.line + 1, first[key])
+            except TypeError:   # an unhashable key: SafeLoader reports it below
+                continue
+            first[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)
+
+
+def parse_yaml(text: str):
+    """yaml.safe_load, refusing duplicate keys."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)
+
+
 def apply_overrides(raw: dict, overrides: list[str], source: str = "--set") -> dict:
     """`a.b.c=value` pairs (value parsed as YAML) applied to a copy of the raw mapping."""
     out = copy.deepcopy(raw)
@@ -318,7 +352,7 @@ def apply_overrides(raw: dict, overrides: list[str], source: str = "--set") -> d
             if not isinstance(nxt, dict):
                 raise ConfigError(f"{source}: {key}: {part!r} holds {nxt!r}, not a section")
             node = nxt
-        node[parts[-1]] = yaml.safe_load(text)
+        node[parts[-1]] = parse_yaml(text)
     return out
 
 
@@ -327,9 +361,14 @@ def load_raw(path: str | os.PathLike) -> dict:
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found")
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = parse_yaml(path.read_text())
+    except DuplicateKeyError as e:
+        raise ConfigError(f"{path}, {e}") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {e}") from e
+    if raw is None or raw == {}:   # an empty file would otherwise launch a default run
+        raise ConfigError(f"{path}: the config is empty (no keys, only comments or blank lines); expected "
+                          f"a mapping of sections, e.g. workload: {{name: cifar}}")
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
     return raw

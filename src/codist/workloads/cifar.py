@@ -42,9 +42,44 @@ CIFAR_TARGETS = {"cifar10": 1 - 0.0843, "cifar100": 1 - 0.3026}
 EMBEDDED_TARGET_FRACTION = 0.75
 
 
+class _RefusedGlobal(pickle.UnpicklingError):
+    """A pickle asked for a class or function outside CIFAR_PICKLE_GLOBALS."""
+
+
+# A CIFAR batch is dicts, lists, bytes and str (pickle opcodes, no imports) plus numpy arrays,
+# which need these globals (numpy 1.x and 2.x spellings). `_codecs.encode` rebuilds bytes in
+# protocol-2 pickles (as torch's weights_only unpickler allows); it only converts data.
+CIFAR_PICKLE_GLOBALS = frozenset({
+    ("numpy", "ndarray"), ("numpy", "dtype"),
+    ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
+    ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
+    ("_codecs", "encode"),
+})
+
+
+class _CifarUnpickler(pickle.Unpickler):
+    """pickle.Unpickler that imports nothing but CIFAR_PICKLE_GLOBALS: plain pickle.load runs
+    whatever code a crafted file names, and a data_dir is not trusted code."""
+
+    def find_class(self, module: str, name: str):
+        if (module, name) not in CIFAR_PICKLE_GLOBALS:
+            raise _RefusedGlobal(f"refused to load the global {module}.{name}: a CIFAR batch holds only numpy "
+                                 f"arrays and dtypes, dicts, lists, bytes and str")
+        return super().find_class(module, name)
+
+
 def _unpickle(path: Path) -> dict:
-    with path.open("rb") as f:
-        return pickle.load(f, encoding="bytes")
+    """One CIFAR python batch, read without running code; any failure names the file."""
+    try:
+        with path.open("rb") as f:
+            return _CifarUnpickler(f, encoding="bytes").load()
+    except _RefusedGlobal as e:
+        raise ValueError(f"{path}: {e}") from None
+    except OSError as e:
+        raise OSError(f"{path}: cannot read the CIFAR batch ({e.strerror or e})") from None
+    except Exception as e:   # truncated, empty or not a pickle: any of pickle's many exceptions
+        raise ValueError(f"{path}: not a readable CIFAR python pickle (empty, truncated or another format: "
+                         f"{type(e).__name__}: {e})") from None
 
 
 def find_cifar_folder(data_dir: str | Path, dataset: str) -> Path:
@@ -65,20 +100,39 @@ def find_cifar_folder(data_dir: str | Path, dataset: str) -> Path:
     raise FileNotFoundError(f"CIFAR files missing: {', '.join(missing)}; expected {layout_text(dataset)}")
 
 
-def _read_batches(paths: list[Path], label_key: bytes) -> tuple[np.ndarray, np.ndarray]:
+def _check_batch(path: Path, d, label_key: bytes, classes: int) -> tuple[np.ndarray, np.ndarray]:
+    """(uint8 N x 3 x 32 x 32 images, int64 labels) of one batch, or ValueError naming the file,
+    the key and what was expected. Pixels of another dtype are refused, never converted
+    (int64 would wrap modulo 256, floats in [0, 1] would become 0)."""
+    if not isinstance(d, dict) or b"data" not in d or label_key not in d:
+        has = sorted(d) if isinstance(d, dict) else type(d).__name__
+        raise ValueError(f"{path} is not a CIFAR python batch: it needs keys b'data' and {label_key!r}, has {has}")
+    data, labels = d[b"data"], d[label_key]
+    if not isinstance(data, np.ndarray) or data.dtype != np.uint8:
+        got = f"a {data.dtype} array" if isinstance(data, np.ndarray) else type(data).__name__
+        raise ValueError(f"{path}: b'data' must be a uint8 array (N x 3072 pixels in 0..255), got {got}")
+    try:
+        y = np.asarray(labels)
+    except ValueError:   # ragged nesting
+        y = np.asarray(None)
+    if not isinstance(labels, (list, np.ndarray)) or y.ndim != 1 or (y.size and y.dtype.kind not in "iu"):
+        raise ValueError(f"{path}: {label_key!r} must be a list of integer class labels, got "
+                         f"{type(labels).__name__} of {y.dtype} with shape {y.shape}")
+    if data.ndim != 2 or data.shape[1] != 3 * 32 * 32 or data.shape[0] != len(y):
+        raise ValueError(f"{path}: b'data' must be N x 3072 uint8 with N labels, got {data.shape} and "
+                         f"{len(y)} labels")
+    if y.size and (y.min() < 0 or y.max() >= classes):
+        raise ValueError(f"{path}: {label_key!r} holds labels in [{y.min()}, {y.max()}]; expected [0, {classes})")
+    # each row is R, G, B planes, each 32x32 row-major
+    return data.reshape(-1, 3, 32, 32), y.astype(np.int64)
+
+
+def _read_batches(paths: list[Path], label_key: bytes, classes: int) -> tuple[np.ndarray, np.ndarray]:
     xs, ys = [], []
     for path in paths:
-        d = _unpickle(path)
-        if b"data" not in d or label_key not in d:
-            raise ValueError(
-                f"{path} is not a CIFAR python batch: it needs keys b'data' and {label_key!r}, has {sorted(d)}"
-            )
-        data = np.asarray(d[b"data"], dtype=np.uint8)
-        if data.ndim != 2 or data.shape[1] != 3 * 32 * 32 or data.shape[0] != len(d[label_key]):
-            raise ValueError(f"{path}: b'data' must be N x 3072 uint8 with N labels, got {data.shape} and "
-                             f"{len(d[label_key])} labels")
-        xs.append(data.reshape(-1, 3, 32, 32))  # each row is R, G, B planes, each 32x32 row-major
-        ys.append(np.asarray(d[label_key], dtype=np.int64))
+        x, y = _check_batch(path, _unpickle(path), label_key, classes)
+        xs.append(x)
+        ys.append(y)
     return np.concatenate(xs), np.concatenate(ys)
 
 
@@ -90,12 +144,9 @@ def read_cifar(data_dir: str | Path, dataset: str) -> tuple[np.ndarray, np.ndarr
     """
     folder = find_cifar_folder(data_dir, dataset)
     _, train, test, key = CIFAR_LAYOUT[dataset]
-    train_x, train_y = _read_batches([folder / n for n in train], key)
-    test_x, test_y = _read_batches([folder / n for n in test], key)
     classes = CIFAR_CLASSES[dataset]
-    for split, y in (("train", train_y), ("test", test_y)):
-        if y.size and (y.min() < 0 or y.max() >= classes):
-            raise ValueError(f"{folder}: {split} labels outside [0, {classes}) for {dataset}")
+    train_x, train_y = _read_batches([folder / n for n in train], key, classes)
+    test_x, test_y = _read_batches([folder / n for n in test], key, classes)
     return train_x, train_y, test_x, test_y
 
 

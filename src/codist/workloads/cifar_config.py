@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, StrictInt, model_validator
+
+from .schema import SECTION_CONFIG
 
 CIFAR_CLASSES = {"cifar10": 10, "cifar100": 100}
 
@@ -32,22 +34,22 @@ class CifarConfig(BaseModel):
     depend on these knobs alone, never on the run seed.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = SECTION_CONFIG
 
     name: Literal["cifar"] = "cifar"
     dataset: Literal["embedded", "cifar10", "cifar100"] = "embedded"
     data_dir: str | None = Field(None, description="folder holding cifar-10-batches-py/ or cifar-100-python/")
     arch: Literal["resnet8", "resnet20", "resnet32", "resnet56"] = "resnet8"
-    width: int = Field(16, ge=4, description="channels of the first ResNet stage (16 in He et al. 2016)")
+    width: StrictInt = Field(16, ge=4, description="channels of the first ResNet stage (16 in He et al. 2016)")
     norm: Literal["batch", "group", "none"] = Field(
         "batch", description="normalisation layers: batch (He et al.), group, none (exact data-parallel checks)")
     augment: bool = Field(False, description="random crop (padding image_size/8) + horizontal flip on the train set")
-    classes: int = Field(10, ge=2, le=1000)
-    image_size: int = Field(16, ge=8, le=64)
-    train_size: int = Field(4000, ge=1)
-    val_size: int = Field(1000, ge=1)
+    classes: StrictInt = Field(10, ge=2, le=1000)
+    image_size: StrictInt = Field(16, ge=8, le=64)
+    train_size: StrictInt = Field(4000, ge=1)
+    val_size: StrictInt = Field(1000, ge=1)
     label_noise: float = Field(0.1, ge=0.0, lt=0.5)
-    data_seed: int = Field(0, ge=0)
+    data_seed: StrictInt = Field(0, ge=0)
 
     @model_validator(mode="after")
     def _check_data_dir(self) -> "CifarConfig":

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, StrictInt, model_validator
+
+from .schema import SECTION_CONFIG
 
 #: number of integer ("dense") and categorical features of a Criteo line
 DENSE_FEATURES = 13
@@ -37,7 +39,7 @@ EMBEDDED_HIDDEN = [64, 32]
 EMBEDDED_EMBEDDING_DIM = 8
 EMBEDDED_CATEGORIES = 100
 
-Width = Annotated[int, Field(ge=1)]
+Width = Annotated[StrictInt, Field(ge=1)]
 
 
 class CtrConfig(BaseModel):
@@ -59,7 +61,7 @@ class CtrConfig(BaseModel):
     for criteo only.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = SECTION_CONFIG
 
     name: Literal["ctr"] = "ctr"
     dataset: Literal["embedded", "criteo"] = "embedded"
@@ -69,19 +71,19 @@ class CtrConfig(BaseModel):
                                  "None: hold out the last val_fraction of train_file")
     val_fraction: float = Field(0.1, gt=0, lt=1, description="share of train_file's lines held out "
                                 "(its last lines) when val_file is None")
-    max_lines: int | None = Field(None, ge=2, description="read only the first max_lines lines of train_file "
+    max_lines: StrictInt | None = Field(None, ge=2, description="read only the first max_lines lines of train_file "
                                   "(before the hold-out split); None: all")
     hidden: list[Width] = Field([2560, 1024, 256], description="ReLU layer widths (Anil et al.: 2560-1024-256)")
-    embedding_dim: int = Field(16, ge=1, le=1024, description="embedding width of each categorical feature "
+    embedding_dim: StrictInt = Field(16, ge=1, le=1024, description="embedding width of each categorical feature "
                                "(not given by Anil et al.)")
-    hash_buckets: int = Field(2 ** 18, ge=2, le=MAX_HASH_BUCKETS,
+    hash_buckets: StrictInt = Field(2 ** 18, ge=2, le=MAX_HASH_BUCKETS,
                               description="rows per categorical feature's embedding table: bucket 0 for a "
                               "missing value, the rest for hashed strings")
-    train_size: int = Field(100_000, ge=1, description="embedded: training samples (a finite set)")
-    val_size: int = Field(20_000, ge=1, description="embedded: validation samples")
-    categories: int = Field(EMBEDDED_CATEGORIES, ge=2, description="embedded: the largest number of values of "
+    train_size: StrictInt = Field(100_000, ge=1, description="embedded: training samples (a finite set)")
+    val_size: StrictInt = Field(20_000, ge=1, description="embedded: validation samples")
+    categories: StrictInt = Field(EMBEDDED_CATEGORIES, ge=2, description="embedded: the largest number of values of "
                             "a categorical feature (each feature's own count lies in [2, categories])")
-    data_seed: int = Field(0, ge=0, description="embedded: seed of the generator")
+    data_seed: StrictInt = Field(0, ge=0, description="embedded: seed of the generator")
 
     @model_validator(mode="before")
     @classmethod

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, StrictInt, model_validator
+
+from .schema import SECTION_CONFIG
 
 IMAGEFOLDER_LAYOUT = ("<data_dir>/train/<class>/<image> and <data_dir>/val/<class>/<image> "
                       "(torchvision ImageFolder; the same class folders in both)")
@@ -17,23 +19,23 @@ class ImagenetConfig(BaseModel):
     ResNet. The torchvision architectures also run on it (they downsample 32x, so on 24-pixel
     images they are only useful to measure communication of the real model sizes).
     """
-    model_config = ConfigDict(extra="forbid")
+    model_config = SECTION_CONFIG
 
     name: Literal["imagenet"] = "imagenet"
     dataset: Literal["embedded", "imagefolder"] = "embedded"
     data_dir: str | None = Field(None, description=f"for imagefolder: {IMAGEFOLDER_LAYOUT}")
     arch: Literal["resnet50", "resnet18", "resnext101_32x8d", "cifar_resnet8", "cifar_resnet20"] = "cifar_resnet8"
-    width: int = Field(16, ge=4, description="base width of the cifar_resnet* archs (embedded)")
-    image_size: int = Field(224, ge=8, le=512, description="training crop (224 in Goyal et al.)")
-    val_resize: int = Field(256, ge=8, le=600, description="validation: resize the short side, center-crop image_size")
-    loader_workers: int = Field(4, ge=0, description="DataLoader worker processes per rank (imagefolder)")
+    width: StrictInt = Field(16, ge=4, description="base width of the cifar_resnet* archs (embedded)")
+    image_size: StrictInt = Field(224, ge=8, le=512, description="training crop (224 in Goyal et al.)")
+    val_resize: StrictInt = Field(256, ge=8, le=600, description="validation: resize the short side, center-crop image_size")
+    loader_workers: StrictInt = Field(4, ge=0, description="DataLoader worker processes per rank (imagefolder)")
     # embedded generator knobs
-    classes: int = Field(20, ge=2, le=1000)
-    embedded_image_size: int = Field(24, ge=8, le=64)
-    train_size: int = Field(6000, ge=1)
-    val_size: int = Field(1000, ge=1)
+    classes: StrictInt = Field(20, ge=2, le=1000)
+    embedded_image_size: StrictInt = Field(24, ge=8, le=64)
+    train_size: StrictInt = Field(6000, ge=1)
+    val_size: StrictInt = Field(1000, ge=1)
     label_noise: float = Field(0.1, ge=0.0, lt=0.5)
-    data_seed: int = Field(0, ge=0)
+    data_seed: StrictInt = Field(0, ge=0)
 
     @model_validator(mode="after")
     def _check(self) -> "ImagenetConfig":

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, StrictInt, model_validator
+
+from .schema import SECTION_CONFIG
 
 #: files under `data_dir` read as shards (recursively, sorted by path; hidden folders skipped)
 TEXT_SHARD_PATTERNS = ("*.txt", "*.txt.gz", "*.wet", "*.wet.gz")
@@ -46,7 +48,7 @@ class LmConfig(BaseModel):
     text data only. `seq_len`, `val_seq_len`, `val_tokens` and the model keys apply to both.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = SECTION_CONFIG
 
     name: Literal["lm"] = "lm"
     dataset: Literal["embedded", "text"] = "embedded"
@@ -59,7 +61,7 @@ class LmConfig(BaseModel):
         "modification times and of the tokenizer settings, so a changed corpus is never served stale")
     tokenizer: Literal["sentencepiece", "bytes"] = Field(
         "sentencepiece", description="sentencepiece: word-pieces (Anil); bytes: UTF-8 bytes + end of paragraph")
-    vocab_size: int | None = Field(
+    vocab_size: StrictInt | None = Field(
         None, ge=8, description=f"SentencePiece vocabulary to train (default {ANIL_VOCAB_SIZE}, Anil's); "
         f"with tokenizer_model, the model's own size (set it only to check it); bytes: always {BYTES_VOCAB_SIZE}")
     tokenizer_model: str | None = Field(
@@ -69,28 +71,28 @@ class LmConfig(BaseModel):
         "the embedded target is derived from the Bayes optimum")
 
     # ---------------------------------------------------------------- model (Anil: 2 x 1024, 256-d embeddings)
-    layers: int = Field(2, ge=1, description="stacked LSTM layers (Anil: 2)")
-    hidden: int = Field(64, ge=1, description="LSTM units per layer (Anil: 1024)")
-    embedding: int = Field(32, ge=1, description="input embedding size (Anil: 256)")
+    layers: StrictInt = Field(2, ge=1, description="stacked LSTM layers (Anil: 2)")
+    hidden: StrictInt = Field(64, ge=1, description="LSTM units per layer (Anil: 1024)")
+    embedding: StrictInt = Field(32, ge=1, description="input embedding size (Anil: 256)")
     layer_norm: bool = Field(True, description="LayerNorm on each LSTM layer's outputs (Anil: 'layer norm')")
 
     # ---------------------------------------------------------------- segments and validation
-    seq_len: int = Field(32, ge=1, description="tokens per training segment; hidden state is carried "
+    seq_len: StrictInt = Field(32, ge=1, description="tokens per training segment; hidden state is carried "
                          "from one segment to the next (Anil: 32)")
-    val_seq_len: int = Field(128, ge=1, description="tokens per validation sequence, each evaluated "
+    val_seq_len: StrictInt = Field(128, ge=1, description="tokens per validation sequence, each evaluated "
                              "from a zero state")
-    val_tokens: int = Field(32768, ge=2, description="validation tokens (embedded: generated; text: the "
+    val_tokens: StrictInt = Field(32768, ge=2, description="validation tokens (embedded: generated; text: the "
                             "last val_tokens tokens of the corpus, held out of training)")
 
     # ---------------------------------------------------------------- embedded language
-    vocab: int = Field(256, ge=2, le=65536, description="embedded: vocabulary size")
-    states: int = Field(64, ge=1, description="embedded: hidden states of the HMM")
+    vocab: StrictInt = Field(256, ge=2, le=65536, description="embedded: vocabulary size")
+    states: StrictInt = Field(64, ge=1, description="embedded: hidden states of the HMM")
     zipf: float = Field(1.5, gt=0, description="embedded: exponent s of each state's emission law p(rank r) ~ r^-s")
     transition_alpha: float = Field(0.02, gt=0, description="embedded: Dirichlet concentration of each state's "
                                     "transition row (small: few likely successors, so context matters)")
-    doc_len: int = Field(1024, ge=2, description="embedded: tokens per document; a training stream is a "
+    doc_len: StrictInt = Field(1024, ge=2, description="embedded: tokens per document; a training stream is a "
                          "concatenation of independent documents")
-    data_seed: int = Field(0, ge=0, description="embedded: seed of the language and of the validation set")
+    data_seed: StrictInt = Field(0, ge=0, description="embedded: seed of the language and of the validation set")
 
     @model_validator(mode="after")
     def _check(self) -> "LmConfig":

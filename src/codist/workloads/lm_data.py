@@ -35,6 +35,7 @@ import io
 import os
 import re
 import warnings
+import zlib
 from array import array
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -340,8 +341,16 @@ def _paragraphs(text: str) -> Iterator[str]:
 
 def read_paragraphs(path: str | os.PathLike) -> Iterator[str]:
     """The paragraphs (non-empty lines, stripped) of one shard: a WET file's conversion payloads,
-    or a plain-text file (UTF-8, undecodable bytes replaced)."""
+    or a plain-text file (UTF-8, undecodable bytes replaced). A shard that cannot be read (e.g. a
+    truncated or corrupt .gz) is a ValueError naming it: gzip's own errors do not."""
     path = Path(path)
+    try:
+        yield from _read_paragraphs(path)
+    except (OSError, EOFError, zlib.error) as e:
+        raise ValueError(f"{path}: unreadable text shard ({type(e).__name__}: {e})") from None
+
+
+def _read_paragraphs(path: Path) -> Iterator[str]:
     if _is_wet(path):
         for payload in read_wet(path):
             yield from _paragraphs(payload)

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, StrictInt, model_validator
+
+from .schema import SECTION_CONFIG
 
 #: what `data_dir` must hold for `dataset: fairseq` (fairseq-preprocess's output folder)
 FAIRSEQ_LAYOUT = (
@@ -49,7 +51,7 @@ class TranslationConfig(BaseModel):
     `data_seed` shape the embedded corpus only; they never depend on the run seed.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = SECTION_CONFIG
 
     name: Literal["translation"] = "translation"
     dataset: Literal["embedded", "fairseq"] = "embedded"
@@ -64,32 +66,32 @@ class TranslationConfig(BaseModel):
                                   description="None: the architecture preset's (big 0.3; iwslt 0.1, whose fairseq "
                                               "recipe passes --dropout 0.3; tiny 0.1)")
     label_smoothing: float = Field(0.1, ge=0.0, lt=1.0, description="epsilon of the training loss (Ott et al. 2018)")
-    max_len: int = Field(ge=1, le=1022,
+    max_len: StrictInt = Field(ge=1, le=1022,
                          description="longest sentence kept, in tokens without eos (pairs with a longer side are "
                                      "left out of train and valid, as fairseq filters by size); embedded: the "
                                      "longest generated sentence; also the model's max positions minus 2")
-    max_tokens: int = Field(4096, ge=16, description="beam search runs in chunks of at most this many source tokens")
+    max_tokens: StrictInt = Field(4096, ge=16, description="beam search runs in chunks of at most this many source tokens")
     # BLEU (sacrebleu corpus BLEU on detokenized text, beam search with fairseq's SequenceGenerator)
     bleu_every_eval: bool = Field(False, description="add val_bleu to every evaluation (beam search on the val set)")
-    beam: int = Field(4, ge=1, description="beam size (Ott et al. 2018: 4)")
+    beam: StrictInt = Field(4, ge=1, description="beam size (Ott et al. 2018: 4)")
     lenpen: float = Field(0.6, description="length penalty (Ott et al. 2018: 0.6)")
     gen_max_len_a: float = Field(ge=0.0, description="generate at most a*src_len + b tokens")
-    gen_max_len_b: int = Field(ge=1)
-    bleu_max_sentences: int | None = Field(None, ge=1, description="Workload.bleu(): score the first N val pairs")
+    gen_max_len_b: StrictInt = Field(ge=1)
+    bleu_max_sentences: StrictInt | None = Field(None, ge=1, description="Workload.bleu(): score the first N val pairs")
     post_process: Literal["none", "subword_nmt", "sentencepiece"] = Field(
         "none", description="remove BPE before scoring (fairseq --post-process / --remove-bpe)")
     bleu_tokenize: Literal["13a", "none", "intl"] = Field(
         "13a", description="sacrebleu tokenizer; 'none' scores text as it is (tokenized BLEU on tokenized data, "
                            "as Ott et al. 2018 report for WMT En-De)")
     # embedded corpus
-    pairs: int = Field(4000, ge=1, description="embedded: training sentence pairs")
-    val_pairs: int = Field(500, ge=1, description="embedded: validation sentence pairs")
-    vocab: int = Field(100, ge=8, description="embedded: source vocabulary (words)")
-    min_len: int = Field(3, ge=1, description="embedded: shortest source sentence (words)")
+    pairs: StrictInt = Field(4000, ge=1, description="embedded: training sentence pairs")
+    val_pairs: StrictInt = Field(500, ge=1, description="embedded: validation sentence pairs")
+    vocab: StrictInt = Field(100, ge=8, description="embedded: source vocabulary (words)")
+    min_len: StrictInt = Field(3, ge=1, description="embedded: shortest source sentence (words)")
     synonym_fraction: float = Field(0.3, ge=0.0, le=1.0,
                                     description="embedded: fraction of source words with two target translations")
     synonym_prob: float = Field(0.25, ge=0.0, le=0.5, description="embedded: probability of the minority translation")
-    data_seed: int = Field(0, ge=0)
+    data_seed: StrictInt = Field(0, ge=0)
     cache_dir: str | None = Field(None, description="embedded: where the binarized corpus is cached "
                                                     "(default $CODIST_CACHE/translation or ~/.cache/codist/translation)")
 

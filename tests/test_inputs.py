@@ -1,0 +1,176 @@
+"""Safe, checked inputs (issue 17): crafted, broken or mistyped data files are refused with one
+line naming the file; missing data paths fail `codist check` before anything launches. Every
+file here is written in the real format (CIFAR python pickles, gzip shards, fairseq names)."""
+from __future__ import annotations
+
+import gzip
+import os
+import pickle
+
+import numpy as np
+import pytest
+import yaml
+
+from codist import cli, config
+from codist.config import ConfigError
+from codist.inputs import check_inputs
+from codist.workloads.cifar import read_cifar
+from codist.workloads.lm_data import read_paragraphs
+from test_cifar_workload import _dump, write_cifar10, write_cifar100
+
+# --------------------------------------------------------------------------- CIFAR pickles
+
+
+class _Payload:
+    """Unpickling this runs `touch <marker>`: what a crafted file in a data_dir could do."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def test_crafted_cifar_pickle_runs_no_code(tmp_path):
+    write_cifar10(tmp_path)
+    batch = tmp_path / "cifar-10-batches-py" / "data_batch_2"
+    marker = tmp_path / "pwned"
+    _dump(batch, {b"data": np.zeros((2, 3072), np.uint8), b"labels": [0, 1], b"x": _Payload(marker)})
+    with pytest.raises(ValueError) as e:
+        read_cifar(tmp_path, "cifar10")
+    assert not marker.exists()
+    msg = str(e.value)
+    assert msg.startswith(f"{batch}: refused to load the global ") and "system" in msg
+
+
+@pytest.mark.parametrize("content", [b"", b"\x80\x04\x95", b"this is a text file, not a pickle\n"])
+def test_empty_truncated_or_foreign_cifar_file_is_named(tmp_path, content):
+    write_cifar10(tmp_path)
+    batch = tmp_path / "cifar-10-batches-py" / "data_batch_4"
+    batch.write_bytes(content)
+    with pytest.raises(ValueError, match=rf"^{batch}: not a readable CIFAR python pickle"):
+        read_cifar(tmp_path, "cifar10")
+
+
+def test_truncated_real_batch_is_named(tmp_path):
+    write_cifar100(tmp_path)
+    batch = tmp_path / "cifar-100-python" / "train"
+    batch.write_bytes(batch.read_bytes()[:-40])
+    with pytest.raises(ValueError, match=rf"^{batch}: not a readable CIFAR python pickle"):
+        read_cifar(tmp_path, "cifar100")
+
+
+@pytest.mark.parametrize("pixels", [np.full((2, 3072), 300, np.int64), np.full((2, 3072), 0.5, np.float32),
+                                    np.full((2, 3072), 7, np.int64)])
+def test_wrong_pixel_dtype_is_refused_not_converted(tmp_path, pixels):
+    write_cifar10(tmp_path)
+    batch = tmp_path / "cifar-10-batches-py" / "test_batch"
+    _dump(batch, {b"data": pixels, b"labels": [0, 1]})
+    with pytest.raises(ValueError, match=rf"^{batch}: b'data' must be a uint8 array .* got a {pixels.dtype} array"):
+        read_cifar(tmp_path, "cifar10")
+
+
+@pytest.mark.parametrize("labels, words", [
+    ([0, 10], r"labels in \[0, 10\]; expected \[0, 10\)"),
+    ([0, -1], r"labels in \[-1, 0\]; expected \[0, 10\)"),
+    ([0.0, 1.5], "must be a list of integer class labels"),
+    ([True, False], "must be a list of integer class labels"),
+])
+def test_labels_out_of_range_or_not_integers_name_the_file(tmp_path, labels, words):
+    write_cifar10(tmp_path)
+    batch = tmp_path / "cifar-10-batches-py" / "data_batch_1"
+    _dump(batch, {b"data": np.zeros((2, 3072), np.uint8), b"labels": labels})
+    with pytest.raises(ValueError, match=rf"^{batch}: b'labels' .*{words}"):
+        read_cifar(tmp_path, "cifar10")
+
+
+def test_python2_style_and_numpy_label_batches_still_load(tmp_path):
+    """Protocol 2 (the official files' era) and labels given as an int array both read."""
+    write_cifar10(tmp_path)
+    batch = tmp_path / "cifar-10-batches-py" / "data_batch_5"
+    with open(batch, "wb") as f:
+        pickle.dump({b"data": np.arange(2 * 3072).astype(np.uint8).reshape(2, 3072), b"batch_label": b"x",
+                     b"labels": np.array([3, 9], np.int32)}, f, protocol=2)
+    train_x, train_y, _, _ = read_cifar(tmp_path, "cifar10")
+    assert train_x.dtype == np.uint8 and train_x.shape == (14, 3, 32, 32) and train_y[-2:].tolist() == [3, 9]
+
+
+# --------------------------------------------------------------------------- LM shards
+
+
+def test_bad_gz_shard_is_named(tmp_path):
+    good = tmp_path / "00.txt.gz"
+    with gzip.open(good, "wt") as f:
+        f.write("a paragraph\n" * 2000)
+    truncated = tmp_path / "01.txt.gz"
+    truncated.write_bytes(good.read_bytes()[:-30])
+    not_gzip = tmp_path / "02.txt.gz"
+    not_gzip.write_text("plain text with a .gz name\n")
+    assert list(read_paragraphs(good)) == ["a paragraph"] * 2000
+    for bad in (truncated, not_gzip):
+        with pytest.raises(ValueError, match=rf"^{bad}: unreadable text shard"):
+            list(read_paragraphs(bad))
+
+
+# --------------------------------------------------------------------------- paths, before launch
+
+
+def _cfg(workload: dict):
+    return config.validate({"workload": workload}, "test")
+
+
+@pytest.mark.parametrize("workload", [
+    {"name": "cifar", "dataset": "cifar10"},
+    {"name": "imagenet", "dataset": "imagefolder"},
+    {"name": "lm", "dataset": "text", "tokenizer": "bytes"},
+    {"name": "ctr", "dataset": "criteo"},
+    {"name": "translation", "dataset": "fairseq"},
+])
+def test_missing_data_dir_is_one_line_naming_key_and_path(tmp_path, workload):
+    missing = tmp_path / "nowhere"
+    with pytest.raises(ConfigError) as e:
+        check_inputs(_cfg({**workload, "data_dir": str(missing)}))
+    msg = str(e.value)
+    assert msg.startswith(f"workload.data_dir: '{missing}' does not exist; expected ") and "\n" not in msg
+
+
+def test_missing_files_inside_data_dir_are_named(tmp_path):
+    write_cifar10(tmp_path)
+    (tmp_path / "cifar-10-batches-py" / "data_batch_3").unlink()
+    with pytest.raises(ConfigError, match=rf"workload.data_dir: '{tmp_path}/cifar-10-batches-py/data_batch_3' "
+                                          "does not exist"):
+        check_inputs(_cfg({"name": "cifar", "dataset": "cifar10", "data_dir": str(tmp_path)}))
+    (tmp_path / "notes.md").write_text("no shards\n")
+    with pytest.raises(ConfigError, match="holds no text shards"):
+        check_inputs(_cfg({"name": "lm", "dataset": "text", "tokenizer": "bytes", "data_dir": str(tmp_path)}))
+    (tmp_path / "train.txt").mkdir()
+    with pytest.raises(ConfigError, match=rf"'{tmp_path}/train.txt' is not a file"):
+        check_inputs(_cfg({"name": "ctr", "dataset": "criteo", "data_dir": str(tmp_path)}))
+    with pytest.raises(ConfigError, match=r"workload.tokenizer_model: '.*nope.model' does not exist"):
+        check_inputs(_cfg({"name": "lm", "dataset": "text", "data_dir": str(tmp_path),
+                           "tokenizer_model": str(tmp_path / "nope.model")}))
+
+
+def test_present_data_and_embedded_pass(tmp_path):
+    write_cifar10(tmp_path)
+    check_inputs(_cfg({"name": "cifar", "dataset": "cifar10", "data_dir": str(tmp_path)}))
+    check_inputs(_cfg({"name": "cifar", "dataset": "cifar10",
+                       "data_dir": str(tmp_path / "cifar-10-batches-py")}))   # the files' own folder
+    check_inputs(_cfg({"name": "lm"}))
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every file")
+def test_unreadable_data_dir_is_named(tmp_path):
+    write_cifar10(tmp_path)
+    (tmp_path / "cifar-10-batches-py" / "test_batch").chmod(0)
+    with pytest.raises(ConfigError, match="test_batch': this user may not read the file"):
+        check_inputs(_cfg({"name": "cifar", "dataset": "cifar10", "data_dir": str(tmp_path)}))
+
+
+def test_codist_check_fails_on_a_missing_data_dir(tmp_path, capsys):
+    path = tmp_path / "run.yaml"
+    missing = tmp_path / "cifar"
+    path.write_text(yaml.safe_dump({"workload": {"name": "cifar", "dataset": "cifar10", "data_dir": str(missing)}}))
+    assert cli.main(["check", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"codist: workload.data_dir: '{missing}' does not exist") and err.count("\n") == 1
