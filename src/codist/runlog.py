@@ -21,6 +21,15 @@ _UMASK = os.umask(0)
 os.umask(_UMASK)
 
 
+def _fsync_dir(folder: Path) -> None:
+    """fsync a folder, so that a rename in it survives a crash of the machine too."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write to a temp file in the same directory, fsync, then rename over `path`."""
     path = Path(path)
@@ -33,6 +42,7 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        _fsync_dir(path.parent)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -54,16 +64,20 @@ def file_lock(path: str | os.PathLike):
 
 
 def atomic_torch_save(obj, path: str | os.PathLike) -> None:
-    """torch.save to a temp file in the same directory, then rename over `path`."""
+    """torch.save to a temp file in the same directory, fsync, then rename over `path`: a crash
+    leaves the old file or the new one, never a renamed file whose data never reached the disk."""
     import torch
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.fchmod(fd, 0o666 & ~_UMASK)
-    os.close(fd)
     try:
-        torch.save(obj, tmp)
+        with os.fdopen(fd, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
+        _fsync_dir(path.parent)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
