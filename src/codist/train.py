@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import sys
@@ -28,6 +29,7 @@ from .workloads import build_workload
 
 EXIT_PREEMPTED = 3   # checkpointed on SIGTERM/SIGUSR1: not done, rerun to resume
 STOP_CHECK_EVERY = 10   # updates between the ranks' agreement on a stop signal (one tiny all-reduce)
+EXIT_DIVERGED = 4    # the training loss became NaN or inf: stopped, no summary.json and no models written
 
 
 def parse_args(argv=None):
@@ -200,6 +202,7 @@ def main(argv=None) -> int:
         bar = tqdm(total=steps, initial=start, desc=cfg.name or run_id, unit="step", file=sys.stderr,
                    dynamic_ncols=True, mininterval=1.0)
     first_step_unix = None
+    diverged_at = None   # this rank's first update with a NaN or inf loss
     for step in range(start, steps):
         t0 = time.perf_counter()
         if first_step_unix is None:
@@ -209,12 +212,27 @@ def main(argv=None) -> int:
         timers["loss_sum"] += loss
         timers["loss_n"] += 1
         done = step + 1
+        if diverged_at is None and not math.isfinite(loss):
+            diverged_at = done   # the ranks stop together at the next evaluation (no extra collective)
         heartbeat.beat(done)
         if done % cfg.train.eval_every == 0 or done == steps:
             t1 = time.perf_counter()
             results = evaluate(timers["loss_sum"], timers["loss_n"])
             timers["eval_s"] += time.perf_counter() - t1
             timers["loss_sum"], timers["loss_n"] = 0.0, 0
+            bad = non_finite_losses(results)
+            if bad:   # every rank sees the same all-reduced losses, so every rank stops here
+                at = diverged_at or done
+                msg = (f"diverged at update {at}: mean training loss up to update {done} is "
+                       f"{', '.join(f'{v} (model {n})' for n, v in bad.items())}; no summary or model written "
+                       f"(lower optimizer.lr or set optimizer.grad_clip)")
+                if bar is not None:
+                    bar.close()
+                if lead:
+                    print(f"codist: {msg}", file=sys.stderr)
+                heartbeat.write({"state": "diverged", "step": at, "error": msg})
+                torch.distributed.destroy_process_group()
+                return EXIT_DIVERGED
             for name, metrics in results.items():
                 row = {"step": done, "samples": done * per_model_batch, "wall_s": round(timers["train_s"], 4),
                        "model": name, **metrics}
@@ -257,6 +275,12 @@ def main(argv=None) -> int:
     torch.distributed.destroy_process_group()
     heartbeat.finish()
     return 0
+
+
+def non_finite_losses(results: dict[str, dict]) -> dict[str, float]:
+    """{model: value} of each training or distillation loss of an evaluation that is NaN or inf."""
+    return {name: m[k] for name, m in results.items() for k in ("train_loss", "distill_loss")
+            if m.get(k) is not None and not math.isfinite(m[k])}
 
 
 def summary(cfg, workload, history, totals, topo, steps, per_model_batch, timers, setup_s, elapsed_s,

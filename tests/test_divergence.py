@@ -1,0 +1,43 @@
+"""A run whose training loss becomes NaN or inf stops with a clear status (issue 17): exit code
+EXIT_DIVERGED, "diverged at update N" in its rank report and on stderr, no summary.json and no
+model files, never a normal-looking finished run."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+from codist import config
+from codist.train import EXIT_DIVERGED
+from conftest import ROOT, TINY, deep_update
+
+
+def _train_one_rank(run, extra: dict) -> subprocess.CompletedProcess:
+    """codist.train as the launcher starts it, on one rank (env:// rendezvous on a free port)."""
+    cfg = config.validate(deep_update(TINY, extra), "test")
+    config.dump(cfg, run / "config.yaml")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(port), "CODIST_THREADS_PER_RANK": "1", "CUDA_VISIBLE_DEVICES": "",
+           "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run([sys.executable, "-m", "codist.train", "--config", str(run / "config.yaml"),
+                           "--out", str(run)], env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_nan_loss_stops_the_run_with_a_diverged_status(tmp_path):
+    # lr 1e30 (finite, so the config is valid): the first update blows the weights up
+    done = _train_one_rank(tmp_path, {"optimizer": {"lr": 1.0e30, "momentum": 0.0},
+                                      "train": {"steps": 6, "eval_every": 3}})
+    assert done.returncode == EXIT_DIVERGED, done.stderr[-3000:]
+    line = [ln for ln in done.stderr.splitlines() if ln.startswith("codist: diverged at update ")]
+    assert line and "model 0" in line[0], done.stderr[-3000:]
+    report = json.loads((tmp_path / ".ranks" / "rank-0.json").read_text())
+    assert report["state"] == "diverged" and 1 <= report["step"] <= 3
+    assert report["error"].startswith(f"diverged at update {report['step']}: ")
+    assert not (tmp_path / "summary.json").exists() and not list(tmp_path.glob("model_*.pt"))
+    # the rows written before are finite; no NaN row reaches metrics.jsonl
+    assert "NaN" not in (tmp_path / "metrics.jsonl").read_text()
