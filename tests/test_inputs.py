@@ -17,6 +17,8 @@ from codist.inputs import check_inputs
 from codist.workloads.cifar import read_cifar
 from codist.workloads.lm_data import read_paragraphs
 from test_cifar_workload import _dump, write_cifar10, write_cifar100
+from test_imagenet_workload import workload as imagenet_workload
+from test_imagenet_workload import write_imagefolder
 
 # --------------------------------------------------------------------------- CIFAR pickles
 
@@ -110,6 +112,21 @@ def test_bad_gz_shard_is_named(tmp_path):
     for bad in (truncated, not_gzip):
         with pytest.raises(ValueError, match=rf"^{bad}: unreadable text shard"):
             list(read_paragraphs(bad))
+
+
+# --------------------------------------------------------------------------- ImageFolder
+
+
+@pytest.mark.parametrize("damage", [lambda b: b[: len(b) // 2], lambda b: b"", lambda b: b"GIF89a not really"])
+def test_damaged_image_is_named(tmp_path, damage):
+    root = write_imagefolder(tmp_path / "imnet")
+    image = root / "val" / "n02" / "1.JPEG"
+    image.write_bytes(damage(image.read_bytes()))
+    w = imagenet_workload({"dataset": "imagefolder", "data_dir": str(root), "arch": "resnet18", "image_size": 32,
+                           "val_resize": 36})
+    assert w.val_dataset()[0][0].shape == (3, 32, 32)   # the others still read
+    with pytest.raises(ValueError, match=rf"^{image}: unreadable image"):
+        w.val_dataset()[4]
 
 
 # --------------------------------------------------------------------------- paths, before launch

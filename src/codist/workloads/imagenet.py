@@ -47,6 +47,16 @@ def check_imagefolder(data_dir: str | Path) -> tuple[Path, Path]:
     return train, val
 
 
+def load_image(path: str):
+    """torchvision's image loader (RGB PIL image: 3 channels, 8 bits, whatever the file holds),
+    with a read error that names the file: PIL's "image file is truncated" does not."""
+    from torchvision.datasets.folder import default_loader
+    try:
+        return default_loader(path)
+    except (OSError, ValueError, SyntaxError) as e:   # PIL raises all three on damaged files
+        raise ValueError(f"{path}: unreadable image ({type(e).__name__}: {e})") from None
+
+
 class ImagenetWorkload(Workload):
     def __init__(self, cfg: ImagenetConfig, seed: int):
         self.cfg, self.seed = cfg, seed
@@ -84,10 +94,10 @@ class ImagenetWorkload(Workload):
         from torchvision import datasets, transforms
         train_dir, val_dir = check_imagefolder(cfg.data_dir)
         norm = transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)
-        self._train = datasets.ImageFolder(train_dir, transforms.Compose([
+        self._train = datasets.ImageFolder(train_dir, loader=load_image, transform=transforms.Compose([
             transforms.RandomResizedCrop(cfg.image_size), transforms.RandomHorizontalFlip(),
             transforms.ToTensor(), norm]))
-        self._val = datasets.ImageFolder(val_dir, transforms.Compose([
+        self._val = datasets.ImageFolder(val_dir, loader=load_image, transform=transforms.Compose([
             transforms.Resize(cfg.val_resize), transforms.CenterCrop(cfg.image_size), transforms.ToTensor(), norm]))
 
     def train_dataset(self) -> Dataset:
