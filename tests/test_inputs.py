@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import os
 import pickle
+import shutil
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from codist.workloads.lm_data import read_paragraphs
 from test_cifar_workload import _dump, write_cifar10, write_cifar100
 from test_imagenet_workload import workload as imagenet_workload
 from test_imagenet_workload import write_imagefolder
+from test_translation_workload import write_fairseq
 
 # --------------------------------------------------------------------------- CIFAR pickles
 
@@ -127,6 +129,41 @@ def test_damaged_image_is_named(tmp_path, damage):
     assert w.val_dataset()[0][0].shape == (3, 32, 32)   # the others still read
     with pytest.raises(ValueError, match=rf"^{image}: unreadable image"):
         w.val_dataset()[4]
+
+
+# --------------------------------------------------------------------------- fairseq binarized data
+
+
+@pytest.fixture(scope="module")
+def fairseq_data(tmp_path_factory):
+    """fairseq-preprocess output of a three-pair de-en corpus (run once: it imports fairseq)."""
+    return write_fairseq(tmp_path_factory.mktemp("fairseq"))
+
+
+def _translation_train(data):
+    from codist.workloads.translation import TranslationWorkload
+    from codist.workloads.translation_config import TranslationConfig
+    cfg = TranslationConfig(dataset="fairseq", data_dir=str(data), source_lang="de", target_lang="en",
+                            arch="transformer_tiny")
+    return TranslationWorkload(cfg, seed=0).train_dataset()
+
+
+@pytest.mark.parametrize("damage, file, words", [
+    (lambda d: (d / "train.de-en.de.bin").write_bytes((d / "train.de-en.de.bin").read_bytes()[:-3]),
+     "train.de-en.de.bin", r"bytes, but .*train.de-en.de.idx lists \d+ tokens"),
+    (lambda d: (d / "dict.en.txt").write_text((d / "dict.en.txt").read_text().splitlines()[0] + "\n"),
+     "train.de-en.en.bin", r"token id \d+ but the dictionary has 5 entries"),
+    (lambda d: (d / "dict.de.txt").write_text("no count on this line\n"), "dict.de.txt", "not a fairseq dictionary"),
+    (lambda d: (d / "valid.de-en.en.idx").write_bytes(b"MMIDIDX\x00\x00garbage"),
+     "valid.de-en.en", "not fairseq indexed data"),
+])
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")   # fairseq's __del__ of a bad .idx
+def test_damaged_fairseq_data_is_named(fairseq_data, tmp_path, damage, file, words):
+    data = shutil.copytree(fairseq_data, tmp_path / "bin")
+    assert len(_translation_train(data)) == 3    # intact, it reads
+    damage(data)
+    with pytest.raises(ValueError, match=rf"^{data / file}.*{words}"):
+        _translation_train(data)
 
 
 # --------------------------------------------------------------------------- paths, before launch

@@ -198,7 +198,6 @@ class TranslationWorkload(Workload):
     def _load(self) -> None:
         if self._train is not None:
             return
-        from fairseq.data import Dictionary, data_utils
         cfg = self.cfg
         src, tgt = cfg.source_lang, cfg.target_lang
         if cfg.dataset == "embedded":
@@ -209,8 +208,8 @@ class TranslationWorkload(Workload):
         else:
             root = tdata.check_data_dir(cfg.data_dir, src, tgt)
         self._data_dir = root
-        src_dict = Dictionary.load(str(root / f"dict.{src}.txt"))
-        tgt_dict = Dictionary.load(str(root / f"dict.{tgt}.txt"))
+        src_dict = tdata.load_dictionary(root / f"dict.{src}.txt")
+        tgt_dict = tdata.load_dictionary(root / f"dict.{tgt}.txt")
         if cfg.share_embeddings == "all":
             if src_dict != tgt_dict:
                 raise ValueError(f"workload.share_embeddings='all' needs one joined dictionary, but "
@@ -221,10 +220,7 @@ class TranslationWorkload(Workload):
 
         def split(name: str) -> PairData:
             prefix = root / f"{name}.{src}-{tgt}"
-            s = data_utils.load_indexed_dataset(f"{prefix}.{src}", src_dict, None)
-            t = data_utils.load_indexed_dataset(f"{prefix}.{tgt}", tgt_dict, None)
-            if s is None or t is None:
-                raise FileNotFoundError(f"cannot read {prefix}.{{{src},{tgt}}}.{{bin,idx}} as fairseq indexed data")
+            s, t = tdata.load_side(prefix, src, src_dict), tdata.load_side(prefix, tgt, tgt_dict)
             return PairData(s, t, cfg.max_len, str(prefix))
 
         train, val = split("train"), split("valid")

@@ -272,6 +272,43 @@ def check_data_dir(data_dir: str | Path, src: str, tgt: str) -> Path:
     return root
 
 
+def load_dictionary(path: Path):
+    """fairseq's Dictionary of a dict.<lang>.txt; a malformed file is a ValueError naming it."""
+    from fairseq.data import Dictionary
+    try:
+        return Dictionary.load(str(path))
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not a fairseq dictionary ({type(e).__name__}: {e})") from None
+
+
+def load_side(prefix: Path, lang: str, dictionary):
+    """One language of a split, `<prefix>.<lang>.{bin,idx}` (fairseq indexed data), checked: read
+    errors name the files, the .bin holds exactly the tokens the .idx lists (not truncated), and
+    every token id is an entry of `dictionary` (data binarized with another dictionary is refused,
+    not read as other words)."""
+    import numpy as np
+    from fairseq.data import data_utils
+    name = f"{prefix}.{lang}"
+    try:
+        data = data_utils.load_indexed_dataset(name, dictionary, None)
+    except Exception as e:   # fairseq's readers raise assorted errors on damaged files, none naming them
+        raise ValueError(f"{name}.{{bin,idx}}: not fairseq indexed data ({type(e).__name__}: {e})") from None
+    if data is None:
+        raise FileNotFoundError(f"cannot read {name}.{{bin,idx}} as fairseq indexed data")
+    buffer = getattr(data, "_bin_buffer", None)   # the mmap format (fairseq-preprocess's default)
+    if buffer is not None:
+        dtype = np.dtype(data._index.dtype)
+        count = int(np.sum(data.sizes, dtype=np.int64))
+        if len(buffer) != count * dtype.itemsize:
+            raise ValueError(f"{name}.bin: {len(buffer)} bytes, but {name}.idx lists {count} tokens of "
+                             f"{dtype.itemsize} bytes (truncated, or the .idx of other data)")
+        tokens = np.frombuffer(buffer, dtype=dtype, count=count)
+        if count and int(tokens.max()) >= len(dictionary):
+            raise ValueError(f"{name}.bin: token id {int(tokens.max())} but the dictionary has {len(dictionary)} "
+                             f"entries (binarized with another dict.{lang}.txt?)")
+    return data
+
+
 # --------------------------------------------------------------------------- the cache
 
 def corpus_knobs(cfg) -> dict:
