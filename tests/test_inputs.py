@@ -116,6 +116,25 @@ def test_bad_gz_shard_is_named(tmp_path):
             list(read_paragraphs(bad))
 
 
+def test_damaged_token_cache_or_tokenizer_model_is_named(tmp_path):
+    from codist.workloads.lm_config import LmConfig
+    from codist.workloads.lm_data import SentencePieceTokenizer, TextCorpus
+    (tmp_path / "00.txt").write_text("a first paragraph of text\n" * 20)
+    cfg = LmConfig(dataset="text", data_dir=str(tmp_path), tokenizer="bytes", val_tokens=40, val_seq_len=8)
+    TextCorpus(cfg)
+    [cache] = (tmp_path / ".codist_cache").glob("tokens-*.npy")
+    cache.write_bytes(cache.read_bytes()[:100])
+    with pytest.raises(ValueError, match=rf"^{cache}: unreadable token cache"):
+        TextCorpus(cfg)
+    np.save(cache, np.zeros((2, 3), np.float32))
+    with pytest.raises(ValueError, match=rf"^{cache}: the token cache must be a 1-d integer array, got float32"):
+        TextCorpus(cfg)
+    model = tmp_path / "spm.model"
+    model.write_bytes(b"not a sentencepiece model")
+    with pytest.raises(ValueError, match=rf"^{model}: not a SentencePiece model"):
+        SentencePieceTokenizer(model)
+
+
 # --------------------------------------------------------------------------- ImageFolder
 
 

@@ -408,7 +408,10 @@ class SentencePieceTokenizer:
         if not path.is_file():
             raise FileNotFoundError(f"workload.tokenizer_model {str(path)!r}: no such SentencePiece model file")
         self.path = path
-        self.sp = spm.SentencePieceProcessor(model_file=str(path))
+        try:
+            self.sp = spm.SentencePieceProcessor(model_file=str(path))
+        except (OSError, RuntimeError) as e:   # sentencepiece's parse error does not name the file
+            raise ValueError(f"{path}: not a SentencePiece model ({type(e).__name__}: {e})") from None
         self.vocab_size = self.sp.get_piece_size()
         self.eos_id = self.sp.eos_id()
         if self.eos_id < 0:
@@ -532,7 +535,14 @@ class TextCorpus:
                 tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npy")
                 np.save(tmp, tokens)
                 os.replace(tmp, path)
-        return np.load(path, mmap_mode="r")
+        try:
+            tokens = np.load(path, mmap_mode="r")
+        except (OSError, ValueError) as e:
+            raise ValueError(f"{path}: unreadable token cache ({type(e).__name__}: {e}); delete it to rebuild") from None
+        if tokens.ndim != 1 or tokens.dtype.kind not in "iu":
+            raise ValueError(f"{path}: the token cache must be a 1-d integer array, got {tokens.dtype} with shape "
+                             f"{tokens.shape}; delete it to rebuild")
+        return tokens
 
     def _encode_shard(self, shard: Path, chunk: int = 10000) -> np.ndarray:
         parts, buf = [], []
