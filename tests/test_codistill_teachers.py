@@ -1,41 +1,18 @@
 """Teachers are really stale: between exchanges a teacher copy does not change; right after an
 exchange it equals the other model's parameters at that moment. Two ranks, Codistill driven
 step by step inside real processes."""
-import os
-import socket
-
 import pytest
 import torch
-import torch.multiprocessing as mp
+
+from codistill_ranks import spawn, start
 
 pytestmark = pytest.mark.slow
 STEPS, K, BURN_IN = 7, 3, 1
 
 
-def _worker(rank, world, port, out):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank),
-                      WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world), DS_ACCELERATOR="cpu")
-    torch.set_num_threads(1)
-    from conftest import TINY, deep_update
-    from codist import config
-    from codist.algorithms import TrainContext
-    from codist.algorithms.codistill import Codistill
+def _worker(rank, port, out):
     from codist.algorithms.state import flat_state
-    from codist.comm import CommMeter
-    from codist.data import BatchStream
-    from codist.distributed import init
-    from codist.workloads import build_workload
-
-    cfg = config.validate(deep_update(TINY, {
-        "parallel": {"world_size": 2, "models": 2},
-        "algorithm": {"name": "codistill", "exchange_every": K, "burn_in": BURN_IN, "data": "same"}}))
-    topo = init(2, "gloo")
-    meter = CommMeter(topo.rank, topo.model_of())
-    meter.install_hooks()
-    workload = build_workload(cfg.workload, cfg.seed)
-    algo = Codistill(TrainContext(cfg, topo, meter, workload, torch.device("cpu")))
-    algo.setup()
-    stream = BatchStream(workload.train_dataset(), cfg.train.batch_per_rank, 1, 0, cfg.seed)
+    workload, algo, stream = start(rank, port, {"exchange_every": K, "burn_in": BURN_IN, "data": "same"})
     other = 1 - rank
     own_before, teacher_after = [], []
     for step in range(STEPS):
@@ -47,13 +24,7 @@ def _worker(rank, world, port, out):
 
 
 def test_teacher_is_a_stale_copy_refreshed_every_k_steps():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    with mp.Manager() as manager:
-        out = manager.dict()
-        mp.spawn(_worker, args=(2, port, out), nprocs=2)
-        res = dict(out)
+    res = spawn(_worker)
     exchange_steps = set(range(BURN_IN, STEPS, K))          # {1, 4}
     for rank in (0, 1):
         _, teacher, exchanges = res[rank]

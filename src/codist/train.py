@@ -56,7 +56,8 @@ class Evaluator:
         return float(sum(((p - p0.to(p.device)) ** 2).sum() for p, p0 in zip(now, self.init_params)) ** 0.5)
 
     @torch.no_grad()
-    def __call__(self, train_loss_sum: float, train_loss_count: int) -> dict[str, dict[str, float]]:
+    def __call__(self, train_loss_sum: float, train_loss_count: int, distill_sum: float = 0.0,
+                 distill_count: int = 0) -> dict[str, dict[str, float]]:
         ctx, topo = self.ctx, self.ctx.topo
         keys, rows = None, {}
         for name, model in self.algo.eval_models().items():
@@ -72,7 +73,8 @@ class Evaluator:
             keys = list(sums)
         if keys is None:  # every algorithm gives each rank its own model to evaluate
             raise RuntimeError(f"rank {topo.rank}: the algorithm gave this rank no model to evaluate")
-        cols = keys + ["train_loss_sum", "train_loss_count", "comm_sent_bytes", "init_distance"]
+        cols = keys + ["train_loss_sum", "train_loss_count", "comm_sent_bytes", "init_distance", "distill_sum",
+                       "distill_count"]
         table = torch.zeros(len(self.names), len(cols), dtype=torch.float64)
         mine = str(topo.model_index)
         for name, sums in rows.items():
@@ -81,15 +83,17 @@ class Evaluator:
         if mine in self.names:  # training statistics belong to this rank's own model
             i = self.names.index(mine)
             own = self.init_distance() if topo.dp_rank == 0 else 0.0   # one rank per model adds it
-            table[i, len(keys):] = torch.tensor([train_loss_sum, train_loss_count, ctx.meter.sent_bytes(), own],
-                                                dtype=torch.float64)
+            table[i, len(keys):] = torch.tensor([train_loss_sum, train_loss_count, ctx.meter.sent_bytes(), own,
+                                                 distill_sum, distill_count], dtype=torch.float64)
         ctx.meter.all_reduce(table, category="eval")
         out = {}
         for i, name in enumerate(self.names):
             vals = dict(zip(cols, table[i].tolist()))
             metrics = ctx.workload.finalize_eval({k: vals[k] for k in keys})
             n = vals["train_loss_count"]
-            metrics["train_loss"] = vals["train_loss_sum"] / n if n else None
+            metrics["train_loss"] = vals["train_loss_sum"] / n if n else None   # the task loss only
+            dn = vals["distill_count"]   # the distillation / compression term, on the updates it acted
+            metrics["distill_loss"] = vals["distill_sum"] / dn if dn else None
             metrics["comm_bytes"] = int(vals["comm_sent_bytes"])
             metrics["init_distance"] = vals["init_distance"] if n else None   # local models only
             out[name] = metrics
@@ -211,15 +215,19 @@ def main(argv=None) -> int:
         timers["train_s"] += time.perf_counter() - t0
         timers["loss_sum"] += loss
         timers["loss_n"] += 1
+        if getattr(algo, "last_distill", None) is not None:
+            timers["distill_sum"] = timers.get("distill_sum", 0.0) + algo.last_distill
+            timers["distill_n"] = timers.get("distill_n", 0) + 1
         done = step + 1
         if diverged_at is None and not math.isfinite(loss):
             diverged_at = done   # the ranks stop together at the next evaluation (no extra collective)
         heartbeat.beat(done)
         if done % cfg.train.eval_every == 0 or done == steps:
             t1 = time.perf_counter()
-            results = evaluate(timers["loss_sum"], timers["loss_n"])
+            results = evaluate(timers["loss_sum"], timers["loss_n"], timers.get("distill_sum", 0.0),
+                               timers.get("distill_n", 0))
             timers["eval_s"] += time.perf_counter() - t1
-            timers["loss_sum"], timers["loss_n"] = 0.0, 0
+            timers["loss_sum"], timers["loss_n"], timers["distill_sum"], timers["distill_n"] = 0.0, 0, 0.0, 0
             bad = non_finite_losses(results)
             if bad:   # every rank sees the same all-reduced losses, so every rank stops here
                 at = diverged_at or done

@@ -81,6 +81,21 @@ class Algorithm:
     def loss(self, step: int, x: torch.Tensor, y: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
         return self.workload.loss(logits, y)
 
+    def objective(self, task: torch.Tensor, extra: torch.Tensor | None = None, w_task: float = 1.0,
+                  w_extra: float = 0.0) -> torch.Tensor:
+        """w_task x task + w_extra x extra, remembering the task loss and the extra (distillation,
+        compression or smoothing) term apart: `train_loss` logs the task loss only, so that a
+        distillation term switched on at burn-in never shows up as a jump in the training loss."""
+        self.last_task = task.detach()
+        self.last_extra = None if extra is None else extra.detach()
+        return task * w_task if extra is None else w_task * task + w_extra * extra
+
+    def split_losses(self, total: torch.Tensor) -> tuple[float, float | None]:
+        """(task loss, extra term) of the update just taken; a plain loss is all task."""
+        task, extra = getattr(self, "last_task", None), getattr(self, "last_extra", None)
+        self.last_task = self.last_extra = None
+        return (total.item() if task is None else task.item()), (None if extra is None else extra.item())
+
     def after_step(self, step: int) -> None:
         """Runs after update `step` has been applied."""
 
@@ -93,7 +108,8 @@ class Algorithm:
             self.engine.backward(loss)
             self.engine.step()
         self.after_step(step)
-        return loss.item()
+        task, self.last_distill = self.split_losses(loss)
+        return task
 
     # ------------------------------------------------------------ checkpoints
     def checkpoint_state(self) -> dict:

@@ -106,8 +106,8 @@ class Codistill(Algorithm):
         a = self.cfg.algorithm
         base = self.workload.loss(logits, y)
         if not self.distilling(step):
-            return base
+            return self.objective(base)
         teacher = self._teacher_logits if a.exchange == "checkpoint" else self.exchange_predictions(logits)
         target = teacher_probs(teacher, a.temperature)
         mask = self.workload.token_mask(y, logits)
-        return base + self.alpha(step) * distill_loss(logits, target, a.temperature, a.loss, mask)
+        return self.objective(base, distill_loss(logits, target, a.temperature, a.loss, mask), 1.0, self.alpha(step))

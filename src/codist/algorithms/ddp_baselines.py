@@ -41,7 +41,8 @@ class DDPAlgorithm(Algorithm):
         self.optimizer.step()
         self.scheduler.step()
         self.after_step(step)
-        return loss.item()
+        task, self.last_distill = self.split_losses(loss)
+        return task
 
 
 class PowerSGD(DDPAlgorithm):

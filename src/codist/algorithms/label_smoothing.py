@@ -21,4 +21,4 @@ class LabelSmoothing(Algorithm):
         w = self.cfg.algorithm.weight
         target = self.prior.expand_as(logits)
         mask = self.workload.token_mask(y, logits)
-        return (1 - w) * self.workload.loss(logits, y) + w * distill_loss(logits, target, 1.0, "soft_ce", mask)
+        return self.objective(self.workload.loss(logits, y), distill_loss(logits, target, 1.0, "soft_ce", mask), 1 - w, w)

@@ -44,4 +44,5 @@ class TwoPhaseDistill(Algorithm):
         a = self.cfg.algorithm
         target = teacher_probs(self._teacher_logits, a.temperature)
         mask = self.workload.token_mask(y, logits)
-        return self.workload.loss(logits, y) + a.alpha * distill_loss(logits, target, a.temperature, a.loss, mask)
+        return self.objective(self.workload.loss(logits, y), distill_loss(logits, target, a.temperature, a.loss, mask),
+                              1.0, a.alpha)
