@@ -1,26 +1,32 @@
-"""A paper's claims table: each claim in replications/<paper>/experiments.yaml (`claims:`), the
-effect measured at this scale on every seed, and a verdict.
+"""A paper's claims table: each claim in replications/<paper>/experiments.yaml (`claims:`,
+schema: analysis/schema.py), its regime checks, the effect measured at this scale and a verdict.
 
 A claim compares series `a` with series `b` of one figure (models `a_model` / `b_model`,
 default the figure's `models` entry, else "0"), on `metric` (default the figure's first
 panel), by one `measure`. The effect is oriented so that a positive value is what the paper
 claims (a better than b):
   final       per seed: metric(a) - metric(b) at the last evaluation, sign-flipped for metrics
-              where lower is better; with `a2`/`b2`: [a - b] - [a2 - b2] (the gain grows)
-  speedup     per seed: steps b needs to reach its own best value (plus `b_offset`: steps b's
-              run builds on, e.g. a two-phase student's teacher phase) / steps a needs to reach
-              it (0 when a never does); neutral value 1
+              where lower is better (direction: codist.workloads.metrics); with `a2`/`b2`:
+              [a - b] - [a2 - b2] (the gain grows)
+  speedup     per seed: (steps b needs + `b_offset`) / steps a needs to reach one fixed `target`
+              level (default "b_best": the least of b's per-seed best values, which every b seed
+              reaches), both interpolated between evaluations; a seed where a never reaches it is
+              censored: reported as "k of n reached", never averaged in as 0. Neutral value 1
   churn       per pair of seeds: churn(b) - churn(a) (paper_table.py's values)
-  comm_ratio  b's training bytes per rank per update / a's bytes between model groups per rank
-              per update (deterministic: the same on every seed); neutral value 1
+  comm_ratio  b's bytes per rank per update / a's between model groups; with `identity:` at the
+              paper's own periods and sizes (analysis/comm_identity.py). Deterministic. Neutral 1
 
-The verdict rule (README, "Claims"): with n >= 3 seeds, mean m, sample sd s and standard error
-se = s / sqrt(n), over the interval [m - 2 se, m + 2 se]:
-  `at_least: t` (default: the neutral value, i.e. "a is better"):
-      holds if m - 2 se > t; does not hold if m + 2 se < t; inconclusive otherwise.
-  `within: w` (the paper claims a match): with d = |m - neutral|,
-      holds if d + 2 se <= w; does not hold if d - 2 se > w; inconclusive otherwise.
-Fewer than 3 seeds: inconclusive.
+Verdict (README, "Claims"), in this order:
+  1. `full_scale_only: why`: "not tested at this scale: why" (below the full scale).
+  2. a `within` margin below what n seeds and the validation set can resolve
+     (stats.resolvable_margin): "underpowered: ...".
+  3. any failed regime check (analysis/regime.py): "not in the paper's regime: <check>
+     (<measured> vs <required>)"; no verdict is drawn from a run outside the paper's regime.
+  4. otherwise, with n >= 3 seeds and one-sided bounds at 95% (t(0.95, n-1); churn: a seed-level
+     jackknife, so one outlier seed cannot make it hold; stats.decide):
+       `at_least: t` (default: the neutral value): holds if low > t; does not hold if high < t.
+       `within: w`: holds if [low, high] lies inside neutral +/- w; does not hold if it lies
+       outside; inconclusive otherwise. A censored speedup holds only if every seed reached.
 
     python analysis/claims.py --paper replications/P/experiments.yaml --figures DIR --scale S \
         --csv DIR/claims.csv --markdown DIR/claims.md
@@ -38,37 +44,23 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+import comm_identity
+import regime
+import stats
 from codist.runlog import atomic_write_text
-from figure_data import finals, higher_is_better, model_rows, series_model
+from figure_data import finals, higher_is_better, series_model
+from schema import MEASURES, Claim, parse
 
-MEASURES = {"final": 0.0, "speedup": 1.0, "churn": 0.0, "comm_ratio": 1.0}   # -> neutral value
-CLAIM_KEYS = {"id", "claim", "source", "figure", "basis", "measure", "metric", "a", "b", "a_model", "b_model",
-              "a2", "b2", "b_offset", "at_least", "within", "paper"}
-BASES = {"step-matched", "device-matched", "round-matched"}
-MIN_SEEDS = 3
+MIN_SEEDS = stats.MIN_SEEDS
 COLUMNS = ["paper", "id", "claim", "source", "basis", "comparison", "measure", "metric", "n", "effect_mean",
-           "effect_sd", "interval_low", "interval_high", "rule", "verdict", "paper_value", "per_seed"]
+           "effect_sd", "interval_low", "interval_high", "method", "rule", "regime", "reached", "verdict",
+           "paper_value", "per_seed"]
+VERDICTS = ("holds", "does not hold", "inconclusive", "not in the paper's regime", "not tested at this scale",
+            "underpowered")
 
 
 class ClaimError(ValueError):
     """A claim that cannot be evaluated; the message names the file and the claim."""
-
-
-def steps_to(rows: pd.DataFrame, metric: str, target: float, higher: bool):
-    hit = rows[rows[metric] >= target] if higher else rows[rows[metric] <= target]
-    return None if hit.empty else int(hit["step"].iloc[0])
-
-
-def speedups(curves: pd.DataFrame, a: str, am: str, b: str, bm: str, metric: str, b_offset: int = 0) -> pd.Series:
-    higher = higher_is_better(metric)
-    ra, rb = model_rows(curves, a, am), model_rows(curves, b, bm)
-    out = {}
-    for seed in sorted(set(ra["seed"]) & set(rb["seed"])):
-        sb, sa = rb[rb["seed"] == seed], ra[ra["seed"] == seed]
-        target = sb[metric].max() if higher else sb[metric].min()
-        step_b, step_a = steps_to(sb, metric, target, higher), steps_to(sa, metric, target, higher)
-        out[seed] = 0.0 if step_a is None else (step_b + b_offset) / max(step_a, 1)
-    return pd.Series(out, dtype=float)
 
 
 @functools.lru_cache(maxsize=None)
@@ -77,99 +69,145 @@ def read_table(path: Path) -> pd.DataFrame:
     return pd.read_csv(path, dtype={"seed": str} if path.name.endswith("_values.csv") else None)
 
 
-def effects(c: dict, fig: str, manifest: dict, figures: Path) -> pd.Series:
-    """Per seed (or seed pair) effect of one claim, oriented so that positive = as claimed."""
+@functools.lru_cache(maxsize=None)
+def read_manifest(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def claim_metric(c: Claim, manifest: dict, curves: pd.DataFrame) -> str:
+    return c.metric or (manifest.get("panels") or [None])[0] or curves["metric"].iloc[0]
+
+
+def effects(c: Claim, manifest: dict, figures: Path):
+    """(interval, per-unit effects, reached text) of one claim, oriented so that positive = as claimed."""
+    fig = c.figure
     curves = read_table(figures / f"{fig}_curves.csv")
-    metric = c.get("metric") or (manifest.get("panels") or [None])[0] or curves["metric"].iloc[0]
-    am = str(c.get("a_model") or series_model(manifest, c["a"]))
-    bm = str(c.get("b_model") or series_model(manifest, c["b"]))
-    measure = c["measure"]
-    if measure == "final":
+    metric = claim_metric(c, manifest, curves)
+    am = c.a_model or series_model(manifest, c.a)
+    bm = c.b_model or series_model(manifest, c.b)
+    if c.measure == "final":
         sign = 1.0 if higher_is_better(metric) else -1.0
-        d = sign * (finals(curves, c["a"], am, metric) - finals(curves, c["b"], bm, metric))
-        if c.get("a2"):
-            d2 = sign * (finals(curves, c["a2"], series_model(manifest, c["a2"]), metric)
-                         - finals(curves, c["b2"], series_model(manifest, c["b2"]), metric))
+        d = sign * (finals(curves, c.a, am, metric) - finals(curves, c.b, bm, metric))
+        if c.a2:
+            d2 = sign * (finals(curves, c.a2, series_model(manifest, c.a2), metric)
+                         - finals(curves, c.b2, series_model(manifest, c.b2), metric))
             d = d - d2
-        return d.dropna()
-    if measure == "speedup":
-        return speedups(curves, c["a"], am, c["b"], bm, metric, int(c.get("b_offset", 0)))
-    if measure == "churn":
+        d = d.dropna()
+        return stats.t_interval(d), d, ""
+    if c.measure == "speedup":
+        r = regime.speedups(curves, c.a, am, c.b, bm, metric, c.target, c.b_offset)
+        reached = int(r["ratio"].notna().sum())
+        text = f"{reached} of {len(r)} seeds reached {r['target'].iloc[0]:.4g}" if len(r) else ""
+        x = pd.Series({seed: row.ratio if not math.isnan(row.ratio) else
+                       (f"< {row.censored_bound:.3g}" if not math.isnan(row.censored_bound) else "never")
+                       for seed, row in r.iterrows()}, dtype=object)
+        return stats.t_interval(r["ratio"].dropna()), x, text
+    if c.measure == "churn":
         vals = read_table(figures / f"{fig}_values.csv")
         churn = vals[vals["column"] == "churn"]
-        va = churn[churn["series"] == c["a"]].set_index("seed")["value"]
-        vb = churn[churn["series"] == c["b"]].set_index("seed")["value"]
-        return (vb - va).dropna()
-    if measure == "comm_ratio":
+        va = churn[churn["series"] == c.a].set_index("seed")["value"]
+        vb = churn[churn["series"] == c.b].set_index("seed")["value"]
+        d = (vb - va).dropna()
+        return stats.jackknife_interval(stats.seed_pairs(d.to_dict())), d, ""
+    if c.measure == "comm_ratio":
         table = read_table(figures / f"{fig}.csv")
-        ta = table[table["series"] == c["a"]].set_index("seed")["between_group_sent_bytes_per_rank_per_update"]
-        tb = table[table["series"] == c["b"]].set_index("seed")["comm_sent_bytes_per_rank_per_update"]
-        return (tb / ta).replace([math.inf], float("nan")).dropna()
-    raise ClaimError(f"measure {measure!r}; allowed: {sorted(MEASURES)}")
+        if c.identity:
+            r, how = comm_identity.ratio(c.identity, table, manifest.get("configs") or {}, c.a, c.b)
+            return stats.Interval(1, r, 0.0, r, r, how), pd.Series({"identity": r}), ""
+        ta = table[table["series"] == c.a].set_index("seed")["between_group_sent_bytes_per_rank_per_update"]
+        tb = table[table["series"] == c.b].set_index("seed")["comm_sent_bytes_per_rank_per_update"]
+        d = (tb / ta).replace([math.inf], float("nan")).dropna()
+        return stats.Interval(len(d), float(d.mean()), 0.0, float(d.min()), float(d.max()),
+                              "deterministic (bytes are the same on every seed)"), d, ""
+    raise ClaimError(f"measure {c.measure!r}; allowed: {sorted(MEASURES)}")
 
 
-def verdict(x: pd.Series, neutral: float, at_least, within) -> tuple[str, str, float, float, float, float]:
-    """(verdict, rule text, mean, sd, low, high) by the rule in the module docstring."""
-    n = len(x)
-    m = float(x.mean()) if n else float("nan")
-    s = float(x.std(ddof=1)) if n > 1 else float("nan")
-    se = s / math.sqrt(n) if n > 1 else float("nan")
-    low, high = m - 2 * se, m + 2 * se
-    if within is not None:
-        rule = f"abs(effect - {neutral:g}) <= {within:g}"
-        d = abs(m - neutral)
-        v = ("inconclusive" if n < MIN_SEEDS else "holds" if d + 2 * se <= within
-             else "does not hold" if d - 2 * se > within else "inconclusive")
-    else:
-        t = neutral if at_least is None else float(at_least)
-        rule = f"effect > {t:g}"
-        v = ("inconclusive" if n < MIN_SEEDS else "holds" if low > t
-             else "does not hold" if high < t else "inconclusive")
-    return v, rule, m, s, low, high
+def deterministic_verdict(iv: stats.Interval, at_least) -> tuple[str, str]:
+    t = 1.0 if at_least is None else float(at_least)
+    return ("holds" if iv.low > t else "does not hold"), f"effect > {t:g}"
+
+
+def val_examples(manifest: dict, c: Claim):
+    cfg = (manifest.get("configs") or {}).get(c.a) or {}
+    return (cfg.get("workload") or {}).get("val_size")
+
+
+def judge(c: Claim, manifest: dict, figures: Path, scale: str, tables) -> dict:
+    """The verdict fields of one claim (the order of the module docstring)."""
+    out = {"regime": "", "reached": "", "method": "", "rule": "", "n": 0, "effect_mean": math.nan,
+           "effect_sd": math.nan, "interval_low": math.nan, "interval_high": math.nan, "per_seed": ""}
+    if c.full_scale_only and scale != "full":
+        return {**out, "verdict": f"not tested at this scale: {c.full_scale_only}"}
+    n_seeds = len({r["seed"] for r in manifest["runs"] if r["series"] == c.a})
+    v_ex = val_examples(manifest, c)
+    if c.within is not None and v_ex and c.measure == "final" and "accuracy" in (c.metric or ""):
+        need = stats.resolvable_margin(n_seeds, v_ex)
+        if c.within < need:
+            return {**out, "verdict": f"underpowered: margin {c.within:g} < {need:.3g}, the least that "
+                                      f"{n_seeds} seeds x {v_ex} validation examples resolve"}
+    try:
+        out["regime"], failed = regime.run_checks(c, figures, tables)
+    except regime.RegimeError as e:
+        raise ClaimError(str(e)) from None
+    iv, per, reached = effects(c, manifest, figures)
+    out.update(n=iv.n, effect_mean=iv.mean, effect_sd=iv.sd, interval_low=iv.low, interval_high=iv.high,
+               method=iv.method, reached=reached,
+               per_seed="; ".join(f"{k}: {v:.4g}" if isinstance(v, float) else f"{k}: {v}" for k, v in per.items()))
+    if failed:
+        return {**out, "verdict": "not in the paper's regime: " + "; ".join(failed)}
+    if c.measure == "comm_ratio":
+        v, out["rule"] = deterministic_verdict(iv, c.at_least)
+        return {**out, "verdict": v}
+    v, out["rule"] = stats.decide(iv, MEASURES[c.measure], c.at_least, c.within)
+    if c.measure == "speedup" and per.map(lambda x: isinstance(x, str)).any() and v == "holds":
+        v = "inconclusive"   # a censored seed: its speedup is only bounded, never "holds"
+    return {**out, "verdict": v}
 
 
 def evaluate(paper_file: Path, figures: Path, scale: str) -> pd.DataFrame:
-    doc = yaml.safe_load(paper_file.read_text())
-    rows = []
-    for c in doc.get("claims") or []:
-        where = f"{paper_file}: claim {c.get('id')!r}"
-        unknown = sorted(set(c) - CLAIM_KEYS)
-        if unknown:
-            raise ClaimError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(CLAIM_KEYS)}")
-        if c.get("basis") not in BASES:
-            raise ClaimError(f"{where}: basis: {c.get('basis')!r}; allowed: {sorted(BASES)}")
-        if c.get("measure") not in MEASURES:
-            raise ClaimError(f"{where}: measure: {c.get('measure')!r}; allowed: {sorted(MEASURES)}")
-        fig = c["figure"]
+    paper_file = Path(paper_file)
+    spec = parse(yaml.safe_load(paper_file.read_text()), paper_file)
+
+    def tables(fig):
         runs = figures / f"{fig}_runs.json"
         if not runs.exists():
-            raise ClaimError(f"{where}: figure {fig!r} has no {runs} at scale {scale!r}")
-        manifest = json.loads(runs.read_text())
+            raise regime.RegimeError(f"figure {fig!r} has no {runs} at scale {scale!r}")
+        return read_manifest(runs), read_table(figures / f"{fig}_curves.csv")
+
+    rows = []
+    for c in spec.claims:
+        c = c.at(scale)
+        where = f"{paper_file}: claim {c.id!r}"
+        runs = figures / f"{c.figure}_runs.json"
+        declared = scale in spec.figures[c.figure].scales
+        if not runs.exists() and declared and not c.full_scale_only:
+            raise ClaimError(f"{where}: figure {c.figure!r} has no {runs} at scale {scale!r}")
+        manifest = read_manifest(runs) if runs.exists() else {"runs": [], "panels": []}
         try:
-            x = effects(c, fig, manifest, figures)
+            fields = (judge(c, manifest, figures, scale, tables) if declared or c.full_scale_only else
+                      {"verdict": f"not tested at this scale: figure {c.figure!r} has no {scale!r} runs"})
         except (KeyError, ValueError) as e:
             raise ClaimError(f"{where}: {e}") from None
-        v, rule, m, s, low, high = verdict(x, MEASURES[c["measure"]], c.get("at_least"), c.get("within"))
-        comparison = f"{c['a']} vs {c['b']}" + (f" minus ({c['a2']} vs {c['b2']})" if c.get("a2") else "")
-        rows.append({
-            "paper": doc["paper"], "id": c["id"], "claim": c["claim"], "source": c.get("source", ""),
-            "basis": c["basis"], "comparison": comparison, "measure": c["measure"],
-            "metric": c.get("metric") or (manifest.get("panels") or [""])[0], "n": len(x),
-            "effect_mean": m, "effect_sd": s, "interval_low": low, "interval_high": high, "rule": rule,
-            "verdict": v, "paper_value": c.get("paper", ""),
-            "per_seed": "; ".join(f"{k}: {val:.4g}" for k, val in x.items()),
-        })
+        comparison = f"{c.a} vs {c.b}" + (f" minus ({c.a2} vs {c.b2})" if c.a2 else "")
+        rows.append({"paper": spec.paper, "id": c.id, "claim": c.claim, "source": c.source, "basis": c.basis,
+                     "comparison": comparison, "measure": c.measure,
+                     "metric": c.metric or (manifest.get("panels") or [""])[0], "paper_value": c.paper, **fields})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
+def verdict_kind(v: str) -> str:
+    return next((k for k in VERDICTS if str(v).startswith(k)), str(v))
+
+
 def markdown(df: pd.DataFrame, heading: str) -> str:
-    counts = df["verdict"].value_counts()
-    summary = ", ".join(f"{counts.get(k, 0)} {k}" for k in ("holds", "does not hold", "inconclusive"))
-    show = df[["paper", "id", "claim", "basis", "measure", "n", "effect_mean", "effect_sd", "interval_low",
-               "interval_high", "rule", "verdict", "paper_value"]]
+    counts = df["verdict"].map(verdict_kind).value_counts()
+    summary = ", ".join(f"{counts.get(k, 0)} {k}" for k in VERDICTS)
+    show = df[["paper", "id", "claim", "basis", "measure", "n", "effect_mean", "interval_low", "interval_high",
+               "method", "rule", "regime", "reached", "verdict", "paper_value"]]
     return (f"# {heading}\n\n{len(df)} claims: {summary}. Effect: positive = as the paper claims; interval = "
-            f"mean +/- 2 standard errors over seeds; rule and measures: analysis/claims.py and the README "
-            f"('Claims').\n\n" + show.to_markdown(index=False, floatfmt=".4g") + "\n")
+            f"one-sided 95% bounds (method column); a verdict is drawn only when every regime check passes; "
+            f"rules: analysis/claims.py and the README ('Claims').\n\n"
+            + show.to_markdown(index=False, floatfmt=".4g") + "\n")
 
 
 def main(argv=None) -> int:
@@ -191,7 +229,7 @@ def main(argv=None) -> int:
         heading = f"Claims of {df['paper'].iloc[0] if len(df) else args.paper} ({args.scale} scale)"
     atomic_write_text(args.csv, df.to_csv(index=False))
     atomic_write_text(args.markdown, markdown(df, heading))
-    print(f"{len(df)} claims: " + ", ".join(f"{k} {v}" for k, v in df["verdict"].value_counts().items()))
+    print(f"{len(df)} claims: " + ", ".join(f"{k} {v}" for k, v in df["verdict"].map(verdict_kind).value_counts().items()))
     return 0
 
 

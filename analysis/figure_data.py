@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from codist.workloads import metrics
+
 # Axis labels with units; other metrics are shown by name.
 METRIC_LABELS = {
     "val_accuracy": "validation accuracy (fraction)",
@@ -20,18 +22,19 @@ METRIC_LABELS = {
     "val_log_loss": "validation log loss (nats)",
     "val_nll": "validation NLL (nats/token)",
     "val_bleu": "validation BLEU",
-    "train_loss": "training loss (mean since last eval)",
+    "train_loss": "training task loss (mean since last eval)",
+    "distill_loss": "distillation term (mean since last eval)",
     "init_distance": "L2 distance from initialisation",
     "error_pct": "validation error (%)",
     "churn": "prediction churn (mean |p_a - p_b|)",
     "comm_bytes_per_update": "bytes sent per rank per update",
     "between_group_bytes_per_update": "bytes sent between model groups per rank per update",
 }
-HIGHER_IS_BETTER = {"val_accuracy", "val_bleu", "accuracy"}
 
 
 def higher_is_better(metric: str) -> bool:
-    return metric in HIGHER_IS_BETTER
+    """The metric's direction, as the workloads declare it (codist.workloads.metrics)."""
+    return metrics.higher_is_better(metric)
 
 
 def label(metric: str) -> str:

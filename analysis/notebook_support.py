@@ -54,7 +54,10 @@ class PaperResults:
         saved = pd.read_csv(self.dir / "claims.csv")
         if list(saved["id"]) != list(claims["id"]) or list(saved["verdict"]) != list(claims["verdict"]):
             raise AssertionError(f"{self.dir}/claims.csv differs from the recomputation: rerun snakemake")
-        diff = (saved["effect_mean"] - claims["effect_mean"]).abs().max()
+        both = saved["effect_mean"].notna() & claims["effect_mean"].notna()
+        if (saved["effect_mean"].notna() != claims["effect_mean"].notna()).any():
+            raise AssertionError(f"{self.dir}/claims.csv has effects where the recomputation has none: rerun snakemake")
+        diff = (saved["effect_mean"][both] - claims["effect_mean"][both]).abs().max() if both.any() else 0.0
         if diff > 1e-9:
             raise AssertionError(f"{self.dir}/claims.csv effects differ by {diff}: rerun snakemake")
         return f"claims.csv matches the recomputation ({len(claims)} claims)"
@@ -73,7 +76,7 @@ class PaperResults:
         """The recomputed claims, checked against the pipeline's claims.csv."""
         from IPython.display import display
         claims = self.claims()
-        display(claims[["id", "claim", "basis", "measure", "n", "effect_mean", "effect_sd", "interval_low",
-                        "interval_high", "rule", "verdict", "paper_value"]])
+        display(claims[["id", "claim", "basis", "measure", "n", "effect_mean", "interval_low", "interval_high",
+                        "method", "rule", "regime", "reached", "verdict", "paper_value"]])
         print(self.check_claims(claims))
         return claims

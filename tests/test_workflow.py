@@ -23,10 +23,10 @@ BASE = {"workload": {"name": "cifar"}, "train": {"steps": 10, "batch_per_rank": 
         "launch": {"device": "cpu"}}
 
 
-def toy_paper(root: Path, figures: dict, paper: str = "toy") -> Path:
-    """Write root/<paper>/experiments.yaml with `figures`; returns root."""
+def toy_paper(root: Path, figures: dict, paper: str = "toy", claims=None) -> Path:
+    """Write root/<paper>/experiments.yaml with `figures` (and `claims`); returns root."""
     (root / paper).mkdir(parents=True, exist_ok=True)
-    doc = {"paper": paper, "source": "a test", "figures": figures}
+    doc = {"paper": paper, "source": "a test", "figures": figures, **({"claims": claims} if claims else {})}
     (root / paper / "experiments.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
     return root
 
@@ -106,6 +106,33 @@ def test_format_errors(tmp_path):
         load_plan(toy_paper(tmp_path / "f", {"f": figure({"s": {"seed": 3}})}), "embedded")
 
 
+CLAIM = {"id": "c", "claim": "w2 beats w1", "figure": "figA", "basis": "step-matched", "measure": "final",
+         "a": "w2", "b": "w1"}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"a": "w3"}, r"claim 'c': figure 'figA', a: series 'w3' does not exist"),
+    ({"figure": "figZ"}, r"claim 'c': figure 'figZ' is not a figure of the paper"),
+    ({"b_model": "G"}, r"claim 'c': figure 'figA', b_model: model 'G'; series 'w1' has \['0'\]"),
+    ({"measure": "finale"}, r"claim 'c' \(claims.0\), measure: Input should be 'final'"),
+    ({"metric": "val_acuracy"}, r"claim 'c': figure 'figA', metric: 'val_acuracy' is not logged"),
+    ({"regime": [{"check": "x", "quantity": "epochs", "series": "w9", "min": 1}]},
+     r"claim 'c': regime\[0\] \('x'\): series: series 'w9' is not in figure 'figA'"),
+    ({"regime": [{"check": "x", "quantity": "epoch", "min": 1}]}, r"claim 'c' \(claims.0\), regime.0.quantity"),
+])
+def test_claim_typos_fail_the_plan_naming_file_figure_and_key(tmp_path, change, message):
+    with pytest.raises(ExperimentsError, match=r"(?s)experiments.yaml:.*" + message):
+        load_plan(toy_paper(tmp_path, shared_figures(), claims=[{**CLAIM, **change}]), "embedded")
+    assert load_plan(toy_paper(tmp_path / "ok", shared_figures(), claims=[CLAIM]), "embedded")
+
+
+def test_misspelt_row_fails_the_plan(tmp_path):
+    fig = {**figure({"w1": {}}), "kind": "table", "columns": ["val_accuracy"],
+           "rows": [{"label": "A", "series": "w1", "val_acuracy": 0.9}]}
+    with pytest.raises(ExperimentsError, match=r"figure 'f', rows\[0\] \('A'\): key\(s\) \['val_acuracy'\]"):
+        load_plan(toy_paper(tmp_path, {"f": fig}), "embedded")
+
+
 # ---------------------------------------------------------------- Snakemake dry runs
 
 def dry_run(workdir: Path, *args: str) -> tuple[int, str, dict[str, int]]:
@@ -142,6 +169,12 @@ def test_run_shared_by_two_figures_is_one_train_job(tmp_path):
     assert rc == 0, out
     assert counts["train"] == 3 and counts["plot"] == 2 and counts["aggregate"] == 2, counts
     assert "notebook" not in counts   # the toy paper has no analysis/notebooks/toy.py
+
+
+def test_a_claim_typo_fails_the_dry_run(tmp_path):
+    reps = toy_paper(tmp_path / "reps", shared_figures(), claims=[{**CLAIM, "b": "w 1"}])
+    rc, out, counts = dry_run(tmp_path / "work", "--config", f"replications={reps}")
+    assert rc != 0 and "toy/experiments.yaml: claim 'c': figure 'figA', b: series 'w 1' does not exist" in out, out
 
 
 def test_full_scale_errors_clearly_or_lists_its_jobs(tmp_path):

@@ -4,7 +4,8 @@ Each paper declares which runs make which figure at which scale:
 
     paper: anil2018                      # must equal the folder name
     source: "..."                        # the paper itself
-    claims: [...]                        # read by analysis/claims.py (see there)
+    claims: [...]                        # read by analysis/claims.py (see there), each with
+                                         # its regime checks (analysis/regime.py)
     figures:
       fig1:                              # figure id: file names derive from it
         title: "..."
@@ -30,6 +31,10 @@ planned, and trained, once. Only the requested scale is resolved: a scale whose 
 do not validate yet (e.g. `full` naming a workload that has not landed) is an error only
 when that scale is asked for, and the error names the paper, figure, scale and series.
 
+The whole file is checked against one schema (analysis/schema.py, unknown keys refused) and its
+names against each other (a claim's figure, series, models and metric; a row's series and
+columns; a regime check's series), so a typo fails the plan, naming file, figure and key.
+
 This module is plain Python (no Snakemake) so the parser can be tested on its own.
 """
 from __future__ import annotations
@@ -38,23 +43,27 @@ import copy
 import json
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
+from codist.algorithms.eval_models import model_names
 from codist.config import ConfigError, RunConfig, deep_merge, to_dict, validate
 from codist.launch import cluster_resources, threads_per_rank
+from codist.workloads.metrics import LOGGED
+
+# the experiments-file schema lives with the analysis that also reads it
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analysis"))
+from schema import SpecError, check_references, parse  # noqa: E402
 
 # figure kind -> the script (relative to the repository root) that draws it
 KINDS = {"curves": "analysis/plot_curves.py", "table": "analysis/plot_table.py",
          "bars": "analysis/plot_bars.py"}
 
-PAPER_KEYS = {"paper", "source", "figures", "claims"}
-# panels/models/rows/columns/reference/x are read by the analysis scripts (analysis/figure_data.py)
+# panels/models/rows/columns/reference/x/offsets are read by the analysis scripts (analysis/figure_data.py)
 SPEC_KEYS = ("panels", "models", "rows", "columns", "reference", "x", "offsets")
-FIGURE_KEYS = {"title", "source", "kind", "notes", "scales", *SPEC_KEYS}
-SCALE_KEYS = {"base", "preset", "seeds", "series", "notes"}
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -136,6 +145,9 @@ class Plan:
             "paper": f.paper, "figure": f.figure, "scale": f.scale, "title": f.title,
             "source": f.source, "kind": f.kind, "notes": f.notes, "series": f.series,
             **f.spec,
+            # series -> its resolved run config (first seed): what regime checks measure
+            "configs": {r.series: json.loads(json.dumps(to_dict(self.config(r.run_id))))
+                        for r in reversed(f.runs)},
             "runs": [{"series": r.series, "seed": r.seed, "run_id": r.run_id,
                       "run_dir": f"{results}/{self.scale}/runs/{r.run_id}"} for r in f.runs],
         }
@@ -150,17 +162,6 @@ def set_dotted(raw: dict, key: str, value, where: str) -> None:
         if not isinstance(node, dict):
             raise ExperimentsError(f"{where}: override {key!r}: {part!r} is not a section")
     node[parts[-1]] = copy.deepcopy(value)
-
-
-def _keys(obj, allowed: set[str], required: set[str], where: str) -> None:
-    if not isinstance(obj, dict):
-        raise ExperimentsError(f"{where}: expected a mapping, got {type(obj).__name__}")
-    unknown = sorted(set(obj) - allowed)
-    if unknown:
-        raise ExperimentsError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(allowed)}")
-    missing = sorted(required - set(obj))
-    if missing:
-        raise ExperimentsError(f"{where}: missing key(s) {missing}")
 
 
 def resolve(base: dict, overrides: dict, seed: int, scale: str, where: str) -> RunConfig:
@@ -222,39 +223,32 @@ def refer(overrides: dict, seed: int, resolved: dict, where: str) -> dict:
 
 
 def load_paper(path: str | os.PathLike, scale: str, plan: Plan) -> None:
-    """Add the figures `path` declares at `scale` to `plan` (figures without that scale are skipped)."""
+    """Add the figures `path` declares at `scale` to `plan` (figures without that scale are skipped).
+    The file is checked against analysis/schema.py, then every name its claims and rows use."""
     path = Path(path)
     try:
         doc = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:
         raise ExperimentsError(f"{path}: not valid YAML: {e}") from None
-    if isinstance(doc, dict):   # `x-...` keys hold YAML anchors (shared bases), nothing else
-        doc = {k: v for k, v in doc.items() if not str(k).startswith("x-")}
-    _keys(doc, PAPER_KEYS, {"paper", "figures"}, str(path))
-    paper = doc["paper"]
+    try:
+        spec = parse(doc, path)
+    except SpecError as e:
+        raise ExperimentsError(str(e)) from None
+    paper = spec.paper
     if paper != path.parent.name:
         raise ExperimentsError(f"{path}: paper: {paper!r} must equal its folder name {path.parent.name!r}")
-    errors = []
-    for fig_id, fig in (doc["figures"] or {}).items():
+    raw_figures = {k: v for k, v in doc["figures"].items()}
+    errors, series_models, logged = [], {}, {}
+    for fig_id, fig in spec.figures.items():
         where = f"{path}: {paper} {fig_id}"
         if not ID_RE.match(str(fig_id)):
             raise ExperimentsError(f"{where}: figure id must match {ID_RE.pattern}")
-        _keys(fig, FIGURE_KEYS, {"title", "kind", "scales"}, where)
-        if fig["kind"] not in KINDS:
-            raise ExperimentsError(f"{where}: kind: {fig['kind']!r}; allowed: {sorted(KINDS)}")
-        if scale not in (fig["scales"] or {}):
+        if scale not in fig.scales:
             continue
         where = f"{where}, scale {scale!r}"
-        sc = fig["scales"][scale]
-        _keys(sc, SCALE_KEYS, {"seeds", "series"}, where)
-        if "base" not in sc and "preset" not in sc:
-            raise ExperimentsError(f"{where}: needs a base (run config mapping) or a preset (file), or both")
+        sc = raw_figures[fig_id]["scales"][scale]
         seeds, series = sc["seeds"], sc["series"]
-        if not (isinstance(seeds, list) and seeds and all(isinstance(s, int) and s >= 0 for s in seeds)):
-            raise ExperimentsError(f"{where}: seeds: {seeds!r}; expected a non-empty list of integers >= 0")
         base = scale_base(sc, path, where)
-        if not (isinstance(series, dict) and series):
-            raise ExperimentsError(f"{where}: series: expected a non-empty mapping label -> overrides")
         runs, failed, resolved = [], {}, {}
         for label, overrides in series.items():
             if not isinstance(overrides, dict):
@@ -278,13 +272,20 @@ def load_paper(path: str | os.PathLike, scale: str, plan: Plan) -> None:
                 plan.declared_by.setdefault(rid, here)
                 runs.append(RunRef(str(label), seed, rid))
                 resolved[(str(label), seed)] = rid
+                series_models.setdefault(fig_id, {})[str(label)] = model_names(cfg.algorithm.name,
+                                                                               cfg.parallel.models)
+                logged.setdefault(fig_id, set()).update(LOGGED[cfg.workload.name])
         for detail, which in failed.items():
             errors.append(f"{where}, series {', '.join(which)}: invalid run config\n{detail}")
+        raw = raw_figures[fig_id]
         plan.figures[(paper, str(fig_id))] = Figure(
-            paper, str(fig_id), scale, fig["title"], fig.get("source", ""), fig["kind"],
-            " ".join(filter(None, [fig.get("notes", ""), sc.get("notes", "")])).strip(),
+            paper, str(fig_id), scale, fig.title, fig.source, fig.kind,
+            " ".join(filter(None, [fig.notes, fig.scales[scale].notes])).strip(),
             [str(s) for s in series], runs,
-            {k: fig[k] for k in SPEC_KEYS if k in fig})
+            {k: raw[k] for k in SPEC_KEYS if k in raw})
+    if errors:
+        raise ExperimentsError("\n".join(errors))
+    errors = check_references(spec, path, scale, series_models, logged)
     if errors:
         raise ExperimentsError("\n".join(errors))
 

@@ -15,6 +15,7 @@ from torch import nn
 
 from ..distill import distill_loss
 from .base import Algorithm
+from .eval_models import EXTRA
 from .state import OutputEnsemble, flat_state, frozen, load_flat_state
 
 
@@ -57,15 +58,15 @@ class EnsembleCompress(Algorithm):
         a = self.cfg.algorithm
         ce = self.workload.loss(logits, y)
         if not a.compress or self.rounds == 0:
-            return ce
+            return self.objective(ce)
         with torch.no_grad():
             target = torch.softmax(self.global_model(x) / a.temperature, dim=-1)
         mask = self.workload.token_mask(y, logits)
-        return (1 - a.distill_weight) * ce + a.distill_weight * distill_loss(logits, target, a.temperature,
-                                                                               a.loss, mask)
+        return self.objective(ce, distill_loss(logits, target, a.temperature, a.loss, mask),
+                              1 - a.distill_weight, a.distill_weight)
 
     def extra_eval_names(self) -> list[str]:
-        return ["G"]
+        return list(EXTRA["ensemble_compress"])
 
     def extra_eval_models(self) -> dict[str, nn.Module]:
         return {"G": self.global_model} if self.topo.model_index == 0 else {}

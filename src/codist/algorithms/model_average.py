@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from .base import Algorithm
+from .eval_models import EXTRA
 from .state import flat_state, frozen, load_flat_state
 
 
@@ -49,7 +50,7 @@ class ModelAverage(Algorithm):
         self.rounds = state["rounds"]
 
     def extra_eval_names(self) -> list[str]:
-        return ["G"]
+        return list(EXTRA["model_average"])
 
     def extra_eval_models(self) -> dict[str, nn.Module]:
         """G: the parameter average of the current local models (what the next round would give)."""

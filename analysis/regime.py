@@ -1,0 +1,180 @@
+"""Regime checks: the preconditions under which a paper's mechanism acts, declared per claim in
+replications/<paper>/experiments.yaml (`regime:`, analysis/schema.py) before the runs, measured
+here from the runs' curves and configs.
+
+Quantities (curves: mean over seeds; "oriented": positive = better in the metric's direction):
+  value            the metric at `step` (default: the last evaluation)
+  last_gain        oriented improvement of the mean curve over the last `fraction` of the run
+                   (a plateaued baseline gains far less than the claimed effect)
+  gain_over        oriented improvement over the last `steps` updates (how far a teacher read
+                   `steps` ago lags the student)
+  difference       oriented final(series) - final(b)
+  speedup          mean over seeds of b's steps / series' steps to reach `target` (interpolated)
+  train_val_gap    final val_loss - train_loss (task loss): > 0 when the model overfits
+  epochs           passes of one model over its own training data (0 on fresh, streamed data)
+  round_epochs     passes over a model's own data between two exchanges (tau or k)
+  rounds           exchanges in the run
+  period_fraction  exchange period / run length
+  lr_wd_sum        sum over updates of lr x weight decay (how much L2 acts)
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+import stats
+from figure_data import finals, higher_is_better, metric_column, model_rows, series_model
+
+CONFIG_QUANTITIES = ("epochs", "round_epochs", "rounds", "period_fraction", "lr_wd_sum")
+
+
+class RegimeError(ValueError):
+    """A regime check that cannot be measured (the message names the check)."""
+
+
+def _mean_curve(curves, series, model, metric) -> pd.Series:
+    rows = model_rows(curves, series, model).assign(_v=lambda d: metric_column(d, metric))
+    return rows.groupby("step")["_v"].mean()
+
+
+def _at(curve: pd.Series, step: float) -> float:
+    return float(np.interp(step, curve.index.to_numpy(float), curve.to_numpy(float)))
+
+
+def _sign(metric) -> float:
+    return 1.0 if higher_is_better(metric) else -1.0
+
+
+def _config(manifest: dict, series: str) -> dict:
+    cfgs = manifest.get("configs") or {}
+    if series not in cfgs:
+        raise RegimeError(f"the figure's _runs.json has no config for series {series!r} (rerun snakemake)")
+    return cfgs[series]
+
+
+def _train_size(cfg: dict) -> float:
+    w = cfg["workload"]
+    if w["name"] == "lm":
+        return math.inf   # fresh text from the generator, never repeated
+    size = w.get("train_size") or w.get("pairs") or w.get("train_examples")
+    if not size:
+        raise RegimeError(f"workload {w['name']!r}: no training-set size in its config")
+    a = cfg["algorithm"]
+    return size / cfg["parallel"].get("models", 1) if a.get("data") == "disjoint" else size
+
+
+def _period(cfg: dict) -> int:
+    a = cfg["algorithm"]
+    period = a.get("tau") or a.get("exchange_every")
+    if not period:
+        raise RegimeError(f"algorithm {a['name']!r} has no exchange period (tau, exchange_every)")
+    return int(period)
+
+
+def _batch_per_model(cfg: dict) -> int:
+    p = cfg["parallel"]
+    return cfg["train"]["batch_per_rank"] * p["world_size"] // p.get("models", 1)
+
+
+def lr_wd_sum(cfg: dict) -> float:
+    from codist.config import validate
+    from codist.optim import lr_factor, weight_decay_at
+    c = validate(cfg, source="regime lr_wd_sum")
+    steps = c.train.steps
+    changes = {int(k): float(v) for k, v in c.schedule.weight_decay_changes.items()}
+    return float(sum(c.optimizer.lr * lr_factor(t, c.schedule, steps)
+                     * weight_decay_at(t, c.optimizer.weight_decay, changes) for t in range(steps)))
+
+
+def config_quantity(q, cfg: dict) -> float:
+    steps = cfg["train"]["steps"]
+    if q.quantity == "epochs":
+        return steps * _batch_per_model(cfg) / _train_size(cfg)
+    if q.quantity == "round_epochs":
+        return _period(cfg) * _batch_per_model(cfg) / _train_size(cfg)
+    if q.quantity == "rounds":
+        return steps / _period(cfg)
+    if q.quantity == "period_fraction":
+        return _period(cfg) / steps
+    if q.quantity == "lr_wd_sum":
+        return lr_wd_sum(cfg)
+    raise RegimeError(f"unknown config quantity {q.quantity!r}")
+
+
+def speedups(curves, a, am, b, bm, metric, target="b_best", b_offset=0) -> pd.DataFrame:
+    """Per seed: steps of b and of a to reach the target level (None = never: censored) and
+    their ratio. `target`: a number, "b_best" (the least of b's per-seed best values, a level
+    every b seed reaches) or "b_final" (the least of b's per-seed final values)."""
+    higher = higher_is_better(metric)
+    ra, rb = model_rows(curves, a, am), model_rows(curves, b, bm)
+    vb = metric_column(rb, metric)
+    if target in ("b_best", "b_final"):
+        g = vb.groupby(rb["seed"])
+        per_seed = (g.max() if higher else g.min()) if target == "b_best" else g.last()
+        level = float(per_seed.min() if higher else per_seed.max())
+    else:
+        level = float(target)
+    out = []
+    for seed in sorted(set(ra["seed"]) & set(rb["seed"])):
+        sa, sb = ra[ra["seed"] == seed], rb[rb["seed"] == seed]
+        ta = stats.steps_to(sa["step"], metric_column(sa, metric), level, higher)
+        tb = stats.steps_to(sb["step"], metric_column(sb, metric), level, higher)
+        bound = (tb + b_offset) / float(sa["step"].max()) if tb is not None else math.nan
+        out.append({"seed": seed, "steps_a": ta, "steps_b": tb, "target": level, "censored_bound": bound,
+                    "ratio": (tb + b_offset) / ta if ta and tb is not None else math.nan})
+    return pd.DataFrame(out).set_index("seed")
+
+
+def measure(q, claim, figures_dir, tables) -> float:
+    """The value of one quantity `q` (schema.Quantity) for `claim`; `tables(fig)` returns
+    (manifest, curves) of a figure."""
+    fig = q.figure or claim.figure
+    manifest, curves = tables(fig)
+    series = q.series or claim.a
+    if q.quantity in CONFIG_QUANTITIES:
+        return config_quantity(q, _config(manifest, series))
+    metric = q.metric or claim.metric or (manifest.get("panels") or [None])[0]
+    model = q.model or series_model(manifest, series)
+    if q.quantity == "value":
+        c = _mean_curve(curves, series, model, metric)
+        return float(c.iloc[-1] if q.step is None else _at(c, q.step))
+    if q.quantity == "last_gain":
+        c = _mean_curve(curves, series, model, metric)
+        end = c.index.max()
+        return _sign(metric) * (float(c.iloc[-1]) - _at(c, end * (1 - q.fraction)))
+    if q.quantity == "gain_over":
+        c = _mean_curve(curves, series, model, metric)
+        end = c.index.max()
+        return _sign(metric) * (float(c.iloc[-1]) - _at(c, end - q.steps))
+    if q.quantity == "train_val_gap":
+        rows = model_rows(curves, series, model).groupby("seed").tail(1)
+        return float((rows["val_loss"] - rows["train_loss"]).mean())
+    b = q.b or claim.b
+    bm = q.b_model or series_model(manifest, b)
+    if q.quantity == "difference":
+        return float((_sign(metric) * (finals(curves, series, model, metric) - finals(curves, b, bm, metric))).mean())
+    if q.quantity == "speedup":
+        r = speedups(curves, series, model, b, bm, metric, q.target)
+        return float(r["ratio"].fillna(r["censored_bound"]).mean())
+    raise RegimeError(f"unknown quantity {q.quantity!r}")
+
+
+def check(r, claim, figures_dir, tables) -> tuple[bool, str, str]:
+    """(passed, "check: measured vs required", failure text) of one regime check."""
+    try:
+        v = measure(r, claim, figures_dir, tables)
+        if r.over is not None:
+            v = v / measure(r.over, claim, figures_dir, tables)
+    except (KeyError, ValueError) as e:
+        raise RegimeError(f"regime check {r.check!r}: {e}") from None
+    req = " and ".join(([f">= {r.min:g}"] if r.min is not None else []) + ([f"<= {r.max:g}"] if r.max is not None else []))
+    ok = (r.min is None or v >= r.min) and (r.max is None or v <= r.max) and not math.isnan(v)
+    return ok, f"{r.check}: {v:.4g} ({req}) {'pass' if ok else 'FAIL'}", f"{r.check} ({v:.4g} vs {req})"
+
+
+def run_checks(claim, figures_dir, tables) -> tuple[str, list[str]]:
+    """The regime column ('; '-joined) and the failed checks' texts."""
+    results = [check(r, claim, figures_dir, tables) for r in claim.regime]
+    return "; ".join(t for _, t, _ in results), [f for ok, _, f in results if not ok]

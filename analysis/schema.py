@@ -1,0 +1,274 @@
+"""The one schema of replications/<paper>/experiments.yaml: figures, their scales and series,
+table rows, claims and their regime checks. Every section forbids unknown keys, and
+`check_references` ties the names together (a claim's figure, series and models, a row's series,
+a metric the workload does not log) so that a typo fails the plan (`snakemake -n`) with the file,
+figure and key named, before anything trains.
+
+Used by workflows/experiments.py (the plan) and analysis/claims.py (the claims table).
+"""
+from __future__ import annotations
+
+from typing import Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+KINDS = ("curves", "table", "bars")
+MEASURES = {"final": 0.0, "speedup": 1.0, "churn": 0.0, "comm_ratio": 1.0}   # -> neutral value
+BASES = ("step-matched", "device-matched", "round-matched")
+# what a regime check measures (analysis/regime.py computes each)
+QUANTITIES = ("value", "last_gain", "gain_over", "difference", "speedup", "train_val_gap",
+              "epochs", "round_epochs", "rounds", "period_fraction", "lr_wd_sum", "critical_ratio")
+ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Scale(Strict):
+    notes: str = ""
+    preset: Optional[str] = None
+    base: dict = Field(default_factory=dict)
+    seeds: list[int] = Field(min_length=1)
+    series: dict[str, dict] = Field(min_length=1)
+
+    @field_validator("seeds")
+    @classmethod
+    def _nonneg(cls, v):
+        if any(s < 0 for s in v):
+            raise ValueError("seeds must be integers >= 0")
+        return v
+
+    @model_validator(mode="after")
+    def _has_base(self):
+        if not self.base and not self.preset:
+            raise ValueError("needs a base (run config mapping) or a preset (file), or both")
+        return self
+
+
+class Row(BaseModel):
+    """A table row: the series and model it shows, and the paper's value per column (extra keys
+    must be the figure's columns; checked by check_references)."""
+    model_config = ConfigDict(extra="allow")
+    label: str
+    series: str
+    model: str = "0"
+    source: str = ""
+    unit: str = ""
+
+    @field_validator("model", mode="before")
+    @classmethod
+    def _str(cls, v):
+        return str(v)
+
+
+class Reference(Strict):
+    what: str
+    source: str
+
+
+class Figure(Strict):
+    title: str
+    source: str = ""
+    kind: Literal[KINDS]
+    notes: str = ""
+    panels: Optional[list[str]] = None
+    models: Optional[dict[str, str]] = None
+    rows: Optional[list[Row]] = None
+    columns: Optional[list[str]] = None
+    reference: Optional[list[Reference]] = None
+    x: Optional[Union[str, list[str]]] = None
+    offsets: Optional[dict[str, int]] = None
+    scales: dict[str, Scale] = Field(min_length=1)
+
+    @field_validator("models", mode="before")
+    @classmethod
+    def _str_models(cls, v):
+        return {str(k): str(m) for k, m in v.items()} if isinstance(v, dict) else v
+
+
+class Quantity(Strict):
+    """One measured number of a regime check (analysis/regime.py)."""
+    quantity: Literal[QUANTITIES]
+    series: Optional[str] = None
+    model: Optional[str] = None
+    b: Optional[str] = None               # difference / speedup: the other series
+    b_model: Optional[str] = None
+    metric: Optional[str] = None
+    step: Optional[int] = None            # value: at this step (default: the last evaluation)
+    fraction: float = 0.25                # last_gain: over this last fraction of the run
+    steps: Optional[int] = None           # gain_over: over this many steps
+    target: Union[float, Literal["b_best", "b_final"]] = "b_best"
+    figure: Optional[str] = None          # default: the claim's figure
+
+    @field_validator("model", "b_model", mode="before")
+    @classmethod
+    def _str(cls, v):
+        return None if v is None else str(v)
+
+
+class RegimeCheck(Quantity):
+    """A precondition of the paper's mechanism, written before the runs: the measured quantity
+    (optionally divided by `over`) must be >= min and/or <= max."""
+    check: str
+    why: str = ""
+    min: Optional[float] = None
+    max: Optional[float] = None
+    over: Optional[Quantity] = None
+
+    @model_validator(mode="after")
+    def _bound(self):
+        if self.min is None and self.max is None:
+            raise ValueError(f"regime check {self.check!r}: needs min, max or both")
+        return self
+
+
+class Claim(Strict):
+    id: str = Field(pattern=ID)
+    claim: str
+    source: str = ""
+    figure: str
+    basis: Literal[BASES]
+    measure: Literal[tuple(MEASURES)]
+    metric: Optional[str] = None
+    a: str
+    b: str
+    a_model: Optional[str] = None
+    b_model: Optional[str] = None
+    a2: Optional[str] = None
+    b2: Optional[str] = None
+    b_offset: int = 0
+    at_least: Optional[float] = None
+    within: Optional[float] = None
+    target: Union[float, Literal["b_best", "b_final"]] = "b_best"   # speedup: the level both must reach
+    paper: str = ""
+    regime: list[RegimeCheck] = Field(default_factory=list)
+    full_scale_only: Optional[str] = None   # why no CPU-sized scale can test it
+    identity: Optional[dict] = None         # comm_ratio: the papers' own periods (analysis/comm_identity.py)
+    # per-scale replacements of the series a claim compares (the scales name their series differently,
+    # e.g. k = 125 embedded for the paper's k = 250): {full: {a: "...", b: "..."}}
+    scales: dict[str, dict[Literal["a", "b", "a2", "b2", "a_model", "b_model", "b_offset"], Union[str, int]]] = \
+        Field(default_factory=dict)
+
+    def at(self, scale: str) -> "Claim":
+        """The claim as it reads at `scale`."""
+        return self.model_copy(update=self.scales.get(scale, {}))
+
+    @field_validator("a_model", "b_model", mode="before")
+    @classmethod
+    def _str(cls, v):
+        return None if v is None else str(v)
+
+    @model_validator(mode="after")
+    def _pairs(self):
+        if bool(self.a2) != bool(self.b2):
+            raise ValueError("a2 and b2 go together")
+        if self.at_least is not None and self.within is not None:
+            raise ValueError("at_least and within exclude each other")
+        return self
+
+
+class Paper(Strict):
+    paper: str
+    source: str = ""
+    figures: dict[str, Figure]
+    claims: list[Claim] = Field(default_factory=list)
+
+
+def _where(loc, doc) -> str:
+    """A pydantic error location as a reader would look for it: the claim's id or the figure,
+    then the YAML path of the key."""
+    loc = list(loc)
+    try:
+        if loc[:1] == ["claims"] and isinstance(loc[1], int):
+            return f"claim {doc['claims'][loc[1]].get('id')!r} (claims.{loc[1]}), " + ".".join(map(str, loc[2:]))
+        if loc[:1] == ["figures"] and len(loc) > 1:
+            return f"figure {loc[1]!r}, " + ".".join(map(str, loc[2:]))
+    except (KeyError, IndexError, TypeError, AttributeError):
+        pass
+    return ".".join(str(p) for p in loc)
+
+
+def parse(doc, path) -> Paper:
+    """The validated paper spec; errors name the file and every bad key in one message."""
+    if isinstance(doc, dict):   # `x-...` keys hold YAML anchors (shared bases), nothing else
+        doc = {k: v for k, v in doc.items() if not str(k).startswith("x-")}
+    try:
+        return Paper.model_validate(doc)
+    except ValidationError as e:
+        lines = [f"  {_where(err['loc'], doc)}: " + ("unknown key (misspelt?)" if err["type"] == "extra_forbidden" else
+                                                 f"{err['msg']} (got {err.get('input')!r})") for err in e.errors()]
+        raise SpecError(f"{path}: not a valid experiments file:\n" + "\n".join(lines)) from None
+
+
+class SpecError(ValueError):
+    """An experiments file that does not follow the schema; names the file and the key."""
+
+
+def check_references(spec: Paper, path, scale: str, series_models: dict, metrics: dict) -> list[str]:
+    """Cross-references at one scale: `series_models[figure][series]` = the models its runs
+    evaluate, `metrics[figure]` = the metrics its runs log. Returns one line per problem."""
+    errs = []
+    for fid, fig in spec.figures.items():
+        if scale not in fig.scales:
+            continue
+        have = series_models.get(fid, {})
+        for i, row in enumerate(fig.rows or []):
+            where = f"{path}: figure {fid!r}, rows[{i}] ({row.label!r})"
+            if row.series not in have:
+                errs.append(f"{where}: series {row.series!r} is not a series of the figure; have {sorted(have)}")
+            elif row.model not in have[row.series]:
+                errs.append(f"{where}: model {row.model!r}; series {row.series!r} has {have[row.series]}")
+            extra = sorted(set(row.model_extra or {}) - set(fig.columns or []))
+            if extra:
+                errs.append(f"{where}: key(s) {extra} are not columns {fig.columns}")
+        for s, m in (fig.models or {}).items():
+            if s not in have:
+                errs.append(f"{path}: figure {fid!r}, models: series {s!r} is not a series of the figure")
+            elif m not in have[s]:
+                errs.append(f"{path}: figure {fid!r}, models: {s!r} -> {m!r}; the series has {have[s]}")
+    for c in spec.claims:
+        errs += _claim_refs(c.at(scale), spec, path, scale, series_models, metrics)
+    return errs
+
+
+def _claim_refs(c: Claim, spec: Paper, path, scale, series_models, metrics) -> list[str]:
+    where = f"{path}: claim {c.id!r}"
+    if c.figure not in spec.figures:
+        return [f"{where}: figure {c.figure!r} is not a figure of the paper; have {sorted(spec.figures)}"]
+    fig = spec.figures[c.figure]
+    if scale not in fig.scales or c.full_scale_only:
+        return []
+    errs = []
+    have = series_models.get(c.figure, {})
+    default = lambda s: (fig.models or {}).get(s, "0")   # noqa: E731
+    for key, model_key in (("a", "a_model"), ("b", "b_model"), ("a2", None), ("b2", None)):
+        s = getattr(c, key)
+        if s is None:
+            continue
+        if s not in have:
+            errs.append(f"{where}: figure {c.figure!r}, {key}: series {s!r} does not exist; have {sorted(have)}")
+            continue
+        m = (getattr(c, model_key) if model_key else None) or default(s)
+        if m not in have[s]:
+            errs.append(f"{where}: figure {c.figure!r}, {model_key or key}: model {m!r}; series {s!r} has {have[s]}")
+    if c.metric and c.measure == "final" and c.metric not in metrics.get(c.figure, set()):
+        errs.append(f"{where}: figure {c.figure!r}, metric: {c.metric!r} is not logged by its runs; "
+                    f"have {sorted(metrics.get(c.figure, set()))}")
+    for i, r in enumerate(c.regime):
+        for q, label in ((r, f"regime[{i}]"), (r.over, f"regime[{i}].over")):
+            if q is None:
+                continue
+            f = q.figure or c.figure
+            if f not in spec.figures or scale not in spec.figures[f].scales:
+                errs.append(f"{where}: {label} ({r.check!r}): figure {f!r} is not declared at scale {scale!r}")
+                continue
+            fh = series_models.get(f, {})
+            for key in ("series", "b"):
+                s = getattr(q, key)
+                if s is not None and s not in fh:
+                    errs.append(f"{where}: {label} ({r.check!r}): {key}: series {s!r} is not in figure {f!r}; "
+                                f"have {sorted(fh)}")
+            if q.metric and q.metric not in metrics.get(f, set()):
+                errs.append(f"{where}: {label} ({r.check!r}): metric {q.metric!r} is not logged by figure {f!r}")
+    return errs
