@@ -231,8 +231,9 @@ def main(argv=None) -> int:
             bad = non_finite_losses(results)
             if bad:   # every rank sees the same all-reduced losses, so every rank stops here
                 at = diverged_at or done
-                msg = (f"diverged at update {at}: mean training loss up to update {done} is "
-                       f"{', '.join(f'{v} (model {n})' for n, v in bad.items())}; no summary or model written "
+                losses = ", ".join(f"{v} (model {n})" for n, v in bad.items())
+                msg = (f"diverged at update {at}: training loss {losses} at the evaluation after update {done}; "
+                       f"no summary or model written "
                        f"(lower optimizer.lr or set optimizer.grad_clip)")
                 if bar is not None:
                     bar.close()
