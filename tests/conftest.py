@@ -1,7 +1,12 @@
 """Shared fixtures: small run configs written to tmp_path."""
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +23,23 @@ TINY = {
     "train": {"steps": 6, "batch_per_rank": 16, "eval_every": 3, "eval_batch": 64},
     "launch": {"launcher": "torchrun", "threads_per_rank": 1},  # same float order in every run
 }
+
+
+@pytest.fixture
+def warm_dir(tmp_path, monkeypatch):
+    """A private runtime folder for this test's warm servers (launch.launcher: warm); they are
+    killed afterwards. Yields the folder holding their sockets and lock files."""
+    folder = tmp_path / "xdg"
+    folder.mkdir()
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(folder))
+    yield folder / f"codist-warm-{os.getuid()}"
+    for lock in folder.glob("codist-warm-*/*.lock"):
+        text = lock.read_text().strip()
+        if text:
+            try:
+                os.kill(int(text), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 def deep_update(base: dict, extra: dict) -> dict:
@@ -53,3 +75,31 @@ def read_summary(run: Path) -> dict:
 def read_rows(run: Path) -> list[dict]:
     import json
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def start_cli_run(cfg: dict, tmp_path: Path, out: Path) -> subprocess.Popen:
+    """`codist run` on `cfg` in a child process (stdout and stderr together, as text)."""
+    path = tmp_path / f"{out.name}.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return subprocess.Popen([sys.executable, "-m", "codist.cli", "run", str(path), "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def wait_for_checkpoint(out: Path, proc, at_least: int, timeout=180) -> int:
+    """The step of the run's newest checkpoint once it is >= at_least (fails if the run ends first)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        path = out / "checkpoint" / "latest.json"
+        if path.exists() and json.loads(path.read_text())["step"] >= at_least:
+            return json.loads(path.read_text())["step"]
+        assert proc.poll() is None, f"run ended before a checkpoint: {proc.stdout.read()}"
+        time.sleep(0.02)
+    raise AssertionError("no checkpoint in time")
+
+
+def gone(pid: int) -> bool:
+    """The process has exited (a zombie counts: it runs no more)."""
+    try:
+        return open(f"/proc/{pid}/stat").read().split(")")[-1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True

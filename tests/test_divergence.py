@@ -9,6 +9,9 @@ import socket
 import subprocess
 import sys
 
+import pytest
+import yaml
+
 from codist import config
 from codist.train import EXIT_DIVERGED
 from conftest import ROOT, TINY, deep_update
@@ -41,3 +44,18 @@ def test_nan_loss_stops_the_run_with_a_diverged_status(tmp_path):
     assert not (tmp_path / "summary.json").exists() and not list(tmp_path.glob("model_*.pt"))
     # the rows written before are finite; no NaN row reaches metrics.jsonl
     assert "NaN" not in (tmp_path / "metrics.jsonl").read_text()
+
+
+@pytest.mark.slow
+def test_codist_run_reports_a_diverged_run_as_such(tmp_path):
+    """Through `codist run` (two forked ranks): exit code EXIT_DIVERGED and the ranks' reason,
+    not "run failed: launcher exit code N"."""
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(deep_update(TINY, {
+        "parallel": {"world_size": 2}, "optimizer": {"lr": 1.0e30, "momentum": 0.0},
+        "train": {"steps": 6, "eval_every": 3}, "launch": {"launcher": "fork"}})))
+    done = subprocess.run([sys.executable, "-m", "codist.cli", "run", str(path), "--out", str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == EXIT_DIVERGED, done.stderr[-3000:]
+    assert "codist: run: diverged at update " in done.stderr and "run failed" not in done.stderr, done.stderr[-3000:]
+    assert not (tmp_path / "run" / "summary.json").exists()

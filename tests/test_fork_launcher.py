@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
-from conftest import TINY, deep_update, launch_run, read_rows, read_summary
+from conftest import TINY, deep_update, gone, launch_run, read_rows, read_summary, wait_for_checkpoint
+from conftest import start_cli_run as start
 
 from codist import config, launch
 from codist.config import ConfigError
@@ -28,24 +28,6 @@ LONG = deep_update(TINY, {"parallel": {"world_size": 2, "models": 2},
 
 def comparable(rows):
     return [{k: v for k, v in r.items() if k != "wall_s"} for r in rows]
-
-
-def start(cfg: dict, tmp_path, out) -> subprocess.Popen:
-    path = tmp_path / "run.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    return subprocess.Popen([sys.executable, "-m", "codist.cli", "run", str(path), "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def wait_for_checkpoint(out, proc, at_least: int, timeout=120) -> int:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        path = out / "checkpoint" / "latest.json"
-        if path.exists() and json.loads(path.read_text())["step"] >= at_least:
-            return json.loads(path.read_text())["step"]
-        assert proc.poll() is None, f"run ended before a checkpoint: {proc.stdout.read()}"
-        time.sleep(0.02)
-    raise AssertionError("no checkpoint in time")
 
 
 def test_fork_command(tmp_path):
@@ -95,9 +77,11 @@ def test_fork_gives_the_same_rows_as_torchrun(tmp_path):
 
 
 @pytest.mark.slow
-def test_sigterm_to_a_fork_run_checkpoints_exits_3_and_resumes(tmp_path):
+@pytest.mark.parametrize("launcher", ["fork", "warm"])
+def test_sigterm_to_a_fork_run_checkpoints_exits_3_and_resumes(tmp_path, warm_dir, launcher):
     out = tmp_path / "preempted"
-    proc = start(LONG, tmp_path, out)
+    long = deep_update(LONG, {"launch": {"launcher": launcher}})
+    proc = start(long, tmp_path, out)
     wait_for_checkpoint(out, proc, 10)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=120) == launch.EXIT_PREEMPTED
@@ -106,11 +90,13 @@ def test_sigterm_to_a_fork_run_checkpoints_exits_3_and_resumes(tmp_path):
     assert {json.loads(p.read_text())["state"] for p in (out / ".ranks").glob("rank-*.json")} == {"preempted"}
     stopped_at = json.loads((out / "checkpoint" / "latest.json").read_text())["step"]
     assert 10 <= stopped_at < 60
-    rerun = start(LONG, tmp_path, out)
+    rerun = start(long, tmp_path, out)
     assert rerun.wait(timeout=300) == 0, rerun.stdout.read()
     summary = read_summary(out)
     assert summary["resumed_from_step"] == stopped_at
     assert [r["step"] for r in read_rows(out) if r["model"] == "0"] == list(range(10, 61, 10))
+    uninterrupted = launch_run(tmp_path / "whole", long, base={})
+    assert comparable(read_rows(out)) == comparable(read_rows(uninterrupted))
 
 
 @pytest.mark.slow
@@ -135,13 +121,6 @@ def test_auto_device_is_cpu_without_a_gpu_driver(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     monkeypatch.setattr(launch, "GPU_DRIVER_NODES", ("/",))      # a driver, but no device visible
     assert launch.resolve_device(cfg) == "cpu"
-
-
-def gone(pid: int) -> bool:
-    try:
-        return open(f"/proc/{pid}/stat").read().split(")")[-1].split()[0] in ("Z", "X")   # zombie: dead
-    except FileNotFoundError:
-        return True
 
 
 @pytest.mark.slow

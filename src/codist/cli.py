@@ -36,8 +36,8 @@ def main(argv=None) -> int:
             print(f"# run id: {cfg.run_id()}  world size: {cfg.parallel.world_size}  valid\n"
                   f"# fits this machine: {fits}")
             return 0
-        from .launch import run
-        return run(cfg, args.out or f"runs/{cfg.run_id()}")
+        from .launch import process_start_unix, run
+        return run(cfg, args.out or f"runs/{cfg.run_id()}", launched_unix=process_start_unix())
     except ConfigError as e:
         print(f"codist: {e}", file=sys.stderr)
         return 2

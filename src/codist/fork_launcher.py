@@ -16,7 +16,9 @@ SIGTERM, SIGINT and SIGUSR1 received by the parent reach the children as SIGTERM
 checkpoint and exit with EXIT_PREEMPTED, and so does the parent; a signal that reaches a child
 before codist.train installed its handler is kept and honoured. The children stay in the
 parent's process group, so `codist.launch`'s killpg on a hang reaches them; a child whose
-parent dies is killed (PR_SET_PDEATHSIG, Linux).
+parent dies is killed (PR_SET_PDEATHSIG, Linux). Started by a warm server (codist.warm_server),
+`main` also watches its client's connection (`owner`): when the client goes away, the ranks
+are stopped as on SIGTERM.
 
 Fork safety: the parent only imports; it runs no torch op, so torch's OpenMP pool does not
 exist when it forks (each child sets its own intra-op threads, `torch.set_num_threads`). The
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import select
 import signal
 import sys
 import time
@@ -68,10 +71,11 @@ def preload(train_args: list[str]) -> None:
     import torch.utils.cpp_extension  # noqa: F401  (setuptools: DeepSpeed loads its CPU comm op with it)
     from . import engine, train
     workload = None
-    try:
+    try:   # none for a warm server's first preload
         from . import config as config_mod
-        workload = config_mod.load(train.parse_args(train_args).config).workload.name
-    except Exception:   # the rank reports a bad config itself, with its own error path
+        if train_args:
+            workload = config_mod.load(train.parse_args(train_args).config).workload.name
+    except (Exception, SystemExit):   # the rank reports a bad config itself, with its own error path
         pass
     if not hasattr(engine, "without_fairseq") or workload == "translation":
         import logging
@@ -143,9 +147,34 @@ def _status(status: int) -> int:
     return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
 
 
-def main(argv=None) -> int:
+class OwnerWatch:
+    """The warm server's client connection: it sends nothing after its request, so the socket
+    turns readable only when the client is gone. SIGCHLD wakes the wait through a pipe."""
+
+    def __init__(self, owner):
+        self.owner, self.gone = owner, False
+        self.wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda s, f: None)
+
+    def wait(self, timeout: float) -> bool:
+        """Block until a child may have exited or `timeout`; True once the owner has gone."""
+        watch = [self.wake_r] if self.gone else [self.wake_r, self.owner]
+        ready, _, _ = select.select(watch, [], [], timeout)
+        if self.wake_r in ready:
+            os.read(self.wake_r, 4096)
+        if self.owner in ready:   # end of stream (or a reset): nobody waits for this run any more
+            self.gone = True
+            return True
+        return False
+
+
+def main(argv=None, owner=None) -> int:
+    """`owner`: the warm server's connection to the client that asked for this run."""
     args = parse_args(argv)
     preload(args.train_args)
+    watch = OwnerWatch(owner) if owner is not None else None
     parent = os.getpid()
     alive: dict[int, int] = {}              # pid -> rank of the children not reaped yet (no reused pids)
     stopping: list[int] = []                # signals received by the parent
@@ -175,11 +204,7 @@ def main(argv=None) -> int:
             signal.signal(signal.SIGINT, signal.SIG_IGN)   # the parent forwards it as SIGTERM
             signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
             code = child(rank, args, parent, early)
-            for stream in (sys.stdout, sys.stderr):   # no atexit: the parent's handlers are not the rank's
-                try:
-                    stream.flush()
-                except Exception:
-                    pass
+            flush_std()   # no atexit: the parent's handlers are not the rank's
             os._exit(code)
         alive[pid] = rank
         signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
@@ -188,15 +213,21 @@ def main(argv=None) -> int:
     failed: int | None = None
     kill_at: float | None = None
     while len(codes) < args.nprocs:
-        if kill_at is None:
+        if kill_at is None and watch is None:
             pid, status = os.waitpid(-1, 0)
         else:
             pid, status = os.waitpid(-1, os.WNOHANG)
             if pid == 0:
-                if time.monotonic() >= kill_at:
+                if kill_at is not None and time.monotonic() >= kill_at:
                     signal_alive(signal.SIGKILL)
                     kill_at = float("inf")
-                time.sleep(0.05)
+                if watch is None:
+                    time.sleep(0.05)
+                elif watch.wait(0.05 if kill_at is not None else 1.0) and kill_at is None:
+                    print("codist.fork_launcher: the client that started this run is gone; stopping the ranks",
+                          file=sys.stderr)
+                    signal_alive(signal.SIGTERM)
+                    kill_at = time.monotonic() + GRACE_S
                 continue
         if pid not in alive:
             continue
@@ -215,18 +246,22 @@ def main(argv=None) -> int:
     return 0
 
 
-def _exit(code: int) -> None:
-    """Exit now: tearing down an interpreter that imported torch, deepspeed and fairseq takes
-    seconds (module finalisation) and buys nothing here."""
-    import atexit
-    atexit._run_exitfuncs()
+def flush_std() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except Exception:
             pass
+
+
+def exit_now(code: int) -> None:
+    """Exit now: tearing down an interpreter that imported torch, deepspeed and fairseq takes
+    seconds (module finalisation) and buys nothing here."""
+    import atexit
+    atexit._run_exitfuncs()
+    flush_std()
     os._exit(code)
 
 
 if __name__ == "__main__":
-    _exit(main())
+    exit_now(main())

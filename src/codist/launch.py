@@ -2,9 +2,12 @@
 processes start.
 
 Default: the DeepSpeed launcher (`deepspeed --num_gpus N --module codist.train ...`);
-alternatives: torchrun, and `fork` (`python -m codist.fork_launcher`: one process imports torch,
+alternatives: torchrun, `fork` (`python -m codist.fork_launcher`: one process imports torch,
 deepspeed and codist.train once and forks the ranks; single-node CPU only, it saves every rank's
-imports). Threads per rank = cores / ranks unless the config says otherwise (the DeepSpeed
+imports) and `warm` (the same, from a server that keeps the imports between runs:
+codist.warm_server). A one-rank run on one node starts `codist.train` itself, without a
+launcher process (deepspeed, torchrun: the same environment, one interpreter fewer).
+Threads per rank = cores / ranks unless the config says otherwise (the DeepSpeed
 launcher does not set OMP_NUM_THREADS; oversubscribed threads cost 3x).
 """
 from __future__ import annotations
@@ -21,6 +24,7 @@ import time
 from pathlib import Path
 
 from .config import ConfigError, RunConfig, dump
+from .inputs import check_inputs
 
 
 # a GPU torch can use needs one of these kernel-driver nodes (NVIDIA; AMD ROCm; WSL2)
@@ -37,16 +41,20 @@ def resolve_device(cfg: RunConfig) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+FORKING_LAUNCHERS = ("fork", "warm")   # the ranks are forked from one CPU process on this machine
+
+
 def check_launcher(cfg: RunConfig, device: str, hosts: list[str]) -> None:
-    """`fork` starts every rank on this machine by forking one CPU process."""
-    if cfg.launch.launcher != "fork":
+    """`fork` and `warm` start every rank on this machine by forking one CPU process."""
+    name = cfg.launch.launcher
+    if name not in FORKING_LAUNCHERS:
         return
     if device == "cuda":
-        raise ConfigError("launch.launcher='fork' with device cuda: a forked child cannot use CUDA "
-                          "(fork is for single-node CPU runs); allowed with cuda: deepspeed, torchrun")
+        raise ConfigError(f"launch.launcher={name!r} with device cuda: a forked child cannot use CUDA "
+                          f"({name} is for single-node CPU runs); allowed with cuda: deepspeed, torchrun")
     if len(hosts) > 1:
-        raise ConfigError(f"launch.launcher='fork' across {len(hosts)} nodes: fork starts every rank on this "
-                          f"machine; multi-node runs use the DeepSpeed launcher; allowed: deepspeed")
+        raise ConfigError(f"launch.launcher={name!r} across {len(hosts)} nodes: {name} starts every rank on "
+                          f"this machine; multi-node runs use the DeepSpeed launcher; allowed: deepspeed")
 
 
 def check_fits(cfg: RunConfig, device: str, cores: int | None = None) -> None:
@@ -148,23 +156,42 @@ def build_command(cfg: RunConfig, config_path: Path, out: Path, port: int,
         return [sys.executable, "-m", "deepspeed.launcher.runner", "--hostfile", str(hostfile),
                 "--num_nodes", str(len(hosts)), "--num_gpus", str(per_node), "--launcher", "slurm",
                 "--master_addr", hosts[0], "--master_port", str(port), "--module", *entry]
+    if cfg.launch.launcher in FORKING_LAUNCHERS:   # one process, the ranks forked from it (CPU only)
+        return [sys.executable, "-m", "codist.fork_launcher", "--nprocs", world,
+                "--master_port", str(port), "--", *entry[1:]]
+    if cfg.parallel.world_size == 1:   # the one rank itself: single_rank_env sets what a launcher would
+        return [sys.executable, "-m", *entry, "--local_rank=0"]
     if cfg.launch.launcher == "deepspeed":
         return [sys.executable, "-m", "deepspeed.launcher.runner", "--num_gpus", world,
                 "--master_port", str(port), "--module", *entry]
-    if cfg.launch.launcher == "fork":   # one process, the ranks forked from it (check_launcher: CPU only)
-        return [sys.executable, "-m", "codist.fork_launcher", "--nprocs", world,
-                "--master_port", str(port), "--", *entry[1:]]
     return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", world,
             "--master_port", str(port), "-m", *entry]
 
 
-def launch_env(cfg: RunConfig, device: str, threads: int) -> dict[str, str]:
+def process_start_unix() -> float:
+    """When this process (`codist run`) started, so that a run's `setup_s` counts its
+    interpreter start and imports too (Linux: /proc; elsewhere: now)."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+        return time.time() - age
+    except (OSError, ValueError, IndexError, AttributeError):
+        return time.time()
+
+
+def single_rank_env(port: int) -> dict[str, str]:
+    """The env:// rendezvous of a one-rank world, as torchrun sets it on one node."""
+    return {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1", "GROUP_RANK": "0",
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+
+
+def launch_env(cfg: RunConfig, device: str, threads: int, launched_unix: float | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env.update({
         "OMP_NUM_THREADS": str(threads),
         "CODIST_THREADS_PER_RANK": str(threads),
         "CODIST_LAUNCHER": cfg.launch.launcher,
-        "CODIST_LAUNCH_UNIX": repr(time.time()),
+        "CODIST_LAUNCH_UNIX": repr(launched_unix or time.time()),
     })
     if device == "cpu":
         env["DS_ACCELERATOR"] = "cpu"
@@ -179,6 +206,7 @@ def launch_env(cfg: RunConfig, device: str, threads: int) -> dict[str, str]:
 
 
 EXIT_PREEMPTED = 3   # the ranks checkpointed on a signal (codist.train.EXIT_PREEMPTED)
+EXIT_DIVERGED = 4    # the training loss became NaN or inf (codist.train.EXIT_DIVERGED)
 
 
 def rank_reports(out: Path) -> dict[int, dict]:
@@ -231,14 +259,17 @@ def _watch(proc: subprocess.Popen, out: Path, hang_s: int, world: int) -> str | 
                     f"first to stop, at update {running[first]['step']}; the job was killed")
 
 
-def run(cfg: RunConfig, out: str | os.PathLike) -> int:
+def run(cfg: RunConfig, out: str | os.PathLike, launched_unix: float | None = None) -> int:
     """Write the resolved config into `out`, start every rank, wait; returns the exit code.
+    `launched_unix`: when the launch began (the ranks' `setup_s` counts from it; default now;
+    `codist run` passes its own process start).
 
     SIGTERM, SIGINT or SIGUSR1 (SLURM preemption) sent to this process reach the ranks as
     SIGTERM: they checkpoint and exit with EXIT_PREEMPTED; rerunning resumes.
     """
     device = resolve_device(cfg)
     check_fits(cfg, device)
+    check_inputs(cfg)
     out = Path(out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(out / ".ranks", ignore_errors=True)
@@ -247,7 +278,18 @@ def run(cfg: RunConfig, out: str | os.PathLike) -> int:
     port = cfg.launch.master_port or free_port()
     threads = threads_per_rank(cfg)
     cmd = build_command(cfg, config_path, out, port)
-    proc = subprocess.Popen(cmd, env=launch_env(cfg, device, threads), start_new_session=True)
+    env = launch_env(cfg, device, threads, launched_unix)
+    if cmd[1:3] == ["-m", "codist.train"]:
+        env.update(single_rank_env(port))
+    if cfg.launch.launcher == "warm":   # the warm server forks the fork launcher's work for us
+        from .warm_client import WarmRun
+        try:
+            proc = WarmRun(cmd[3:], env)
+        except (RuntimeError, OSError) as e:
+            print(f"codist: {out.name}: cannot start the run on a warm server: {e}", file=sys.stderr)
+            return 1
+    else:
+        proc = subprocess.Popen(cmd, env=env, start_new_session=True)
 
     def forward(signum, frame):
         proc.send_signal(signal.SIGTERM)
@@ -259,9 +301,12 @@ def run(cfg: RunConfig, out: str | os.PathLike) -> int:
             signal.signal(s, handler)
     rc = proc.returncode
     reports = rank_reports(out)
-    if rc != 0 and len(reports) == cfg.parallel.world_size and all(
-            r.get("state") == "preempted" for r in reports.values()):
+    states = {r.get("state") for r in reports.values()} if len(reports) == cfg.parallel.world_size else set()
+    if rc != 0 and states == {"preempted"}:
         rc = EXIT_PREEMPTED   # the launcher's own code after a SIGTERM varies (torchrun: 1)
+    if rc != 0 and states == {"diverged"}:
+        print(f"codist: {out.name}: {reports[0]['error']}", file=sys.stderr)
+        return EXIT_DIVERGED
     if hang:
         print(f"codist: {out.name}: {hang}", file=sys.stderr)
         return 1
