@@ -5,9 +5,10 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-# Snakemake cores for `make replicate`: two jobs per core. Each run's start-up (the launcher's
-# imports, ~4 s) is single-threaded, so two runs side by side keep both cores busy (README).
-CORES  ?= $(shell echo $$(( 2 * $$(nproc 2>/dev/null || echo 2) )))
+# Snakemake cores for `make replicate`: the machine's cores, never more. The embedded runs use
+# the warm launcher (start-up ~0.5 s, not the ~5 s of imports that once made two jobs per core
+# worth it), so a rank alive always has a core of its own.
+CORES  ?= $(shell nproc 2>/dev/null || echo 2)
 
 .PHONY: install test test-fast replicate dry-run bench clean-results
 
