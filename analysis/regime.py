@@ -165,8 +165,8 @@ def check(r, claim, figures_dir, tables) -> tuple[bool, str, str]:
     """(passed, "check: measured vs required", failure text) of one regime check."""
     try:
         v = measure(r, claim, figures_dir, tables)
-        if r.over is not None:
-            v = v / measure(r.over, claim, figures_dir, tables)
+        if r.over is not None:   # a size relative to an effect: the effect's size, whatever its sign
+            v = v / abs(measure(r.over, claim, figures_dir, tables))
     except (KeyError, ValueError) as e:
         raise RegimeError(f"regime check {r.check!r}: {e}") from None
     req = " and ".join(([f">= {r.min:g}"] if r.min is not None else []) + ([f"<= {r.max:g}"] if r.max is not None else []))

@@ -55,6 +55,10 @@ class Row(BaseModel):
     model: str = "0"
     source: str = ""
     unit: str = ""
+    scales: Optional[list[str]] = None   # the scales whose runs the row shows (default: every scale)
+
+    def at(self, scale: str) -> bool:
+        return self.scales is None or scale in self.scales
 
     @field_validator("model", mode="before")
     @classmethod
@@ -147,12 +151,17 @@ class Claim(Strict):
     identity: Optional[dict] = None         # comm_ratio: the papers' own periods (analysis/comm_identity.py)
     # per-scale replacements of the series a claim compares (the scales name their series differently,
     # e.g. k = 125 embedded for the paper's k = 250): {full: {a: "...", b: "..."}}
-    scales: dict[str, dict[Literal["a", "b", "a2", "b2", "a_model", "b_model", "b_offset"], Union[str, int]]] = \
+    # (with their own `regime:` there, else none: the checks name the other scale's series)
+    scales: dict[str, dict[Literal["a", "b", "a2", "b2", "a_model", "b_model", "b_offset", "regime"], object]] = \
         Field(default_factory=dict)
 
     def at(self, scale: str) -> "Claim":
-        """The claim as it reads at `scale`."""
-        return self.model_copy(update=self.scales.get(scale, {}))
+        """The claim as it reads at `scale` (validated again with that scale's replacements)."""
+        override = self.scales.get(scale)
+        if not override:
+            return self
+        doc = {**self.model_dump(exclude={"scales"}), "regime": [], **override}
+        return Claim.model_validate(doc)
 
     @field_validator("a_model", "b_model", mode="before")
     @classmethod
@@ -214,18 +223,18 @@ def check_references(spec: Paper, path, scale: str, series_models: dict, metrics
             continue
         have = series_models.get(fid, {})
         for i, row in enumerate(fig.rows or []):
+            if not row.at(scale):
+                continue
             where = f"{path}: figure {fid!r}, rows[{i}] ({row.label!r})"
             if row.series not in have:
                 errs.append(f"{where}: series {row.series!r} is not a series of the figure; have {sorted(have)}")
             elif row.model not in have[row.series]:
                 errs.append(f"{where}: model {row.model!r}; series {row.series!r} has {have[row.series]}")
-            extra = sorted(set(row.model_extra or {}) - set(fig.columns or []))
+            extra = sorted(set(row.model_extra or {}) - set(fig.columns or []) - {"scales"})
             if extra:
                 errs.append(f"{where}: key(s) {extra} are not columns {fig.columns}")
-        for s, m in (fig.models or {}).items():
-            if s not in have:
-                errs.append(f"{path}: figure {fid!r}, models: series {s!r} is not a series of the figure")
-            elif m not in have[s]:
+        for s, m in (fig.models or {}).items():   # may name series of other scales too
+            if s in have and m not in have[s]:
                 errs.append(f"{path}: figure {fid!r}, models: {s!r} -> {m!r}; the series has {have[s]}")
     for c in spec.claims:
         errs += _claim_refs(c.at(scale), spec, path, scale, series_models, metrics)

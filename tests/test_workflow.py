@@ -150,7 +150,7 @@ def test_default_target_with_the_local_profile(tmp_path):
     rc, out, counts = dry_run(tmp_path, "--profile", str(ROOT / "env/profiles/local"))
     assert rc == 0, out
     for ext in (".png", ".csv", ".md", "_curves.csv"):
-        assert f"results/embedded/anil2018/fig1{ext}" in out
+        assert f"results/embedded/anil2018/fig2a{ext}" in out
     plan = load_plan(ROOT / "replications", "embedded")
     figures = len(plan.figures)
     tables = sum(f.kind == "table" for f in plan.figures.values())
@@ -184,3 +184,18 @@ def test_full_scale_errors_clearly_or_lists_its_jobs(tmp_path):
     else:
         assert counts["train"] == len(load_plan(ROOT / "replications", "full").configs), counts
         assert "results/full/anil2018/fig1.png" in out and "results/full/sun2016/cifar10_paper.md" in out
+
+
+def test_embedded_stand_ins_are_distinct_tasks():
+    """No two workloads generate the same embedded images (Sun's ImageNet stand-in was once the
+    CIFAR-100 stand-in under another run id), and every embedded run fits the 2-core machine."""
+    plan = load_plan(ROOT / "replications", "embedded")
+    tasks: dict[tuple, set] = {}
+    for cfg in plan.configs.values():
+        w = cfg.workload
+        assert cfg.parallel.world_size <= 2, f"{cfg.name}: {cfg.parallel.world_size} ranks on 2 cores"
+        if w.name in ("cifar", "imagenet") and w.dataset == "embedded":
+            size = w.image_size if w.name == "cifar" else w.embedded_image_size
+            tasks.setdefault((w.classes, size, w.train_size, w.val_size, w.label_noise, w.data_seed), set()).add(w.name)
+    shared = {k: v for k, v in tasks.items() if len(v) > 1}
+    assert not shared, f"one embedded image task serves several workloads: {shared}"

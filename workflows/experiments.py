@@ -282,7 +282,8 @@ def load_paper(path: str | os.PathLike, scale: str, plan: Plan) -> None:
             paper, str(fig_id), scale, fig.title, fig.source, fig.kind,
             " ".join(filter(None, [fig.notes, fig.scales[scale].notes])).strip(),
             [str(s) for s in series], runs,
-            {k: raw[k] for k in SPEC_KEYS if k in raw})
+            {k: ([r for r in raw[k] if scale in r.get("scales", [scale])] if k == "rows" else raw[k])
+             for k in SPEC_KEYS if k in raw})
     if errors:
         raise ExperimentsError("\n".join(errors))
     errors = check_references(spec, path, scale, series_models, logged)
