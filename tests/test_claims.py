@@ -247,3 +247,17 @@ def test_table_and_bar_figures_are_drawn(figure_dir, tmp_path):
     plot_bars.plot(manifest, table.assign(metric="val_loss"), curves, tmp_path / "b.png")
     for name in ("t.png", "b.png"):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_an_equivalence_margin_below_the_resolvable_one_is_underpowered(figure_dir, tmp_path):
+    manifest = json.loads((figure_dir / "f_runs.json").read_text())
+    manifest["runs"] = [{"series": "a", "seed": s} for s in range(3)]
+    manifest["configs"] = {"a": {"workload": {"val_size": 1000}}}
+    (figure_dir / "f_runs.json").write_text(json.dumps(manifest))
+    claims.read_manifest.cache_clear()
+    spec = tmp_path / "experiments.yaml"
+    spec.write_text(yaml.safe_dump(spec_doc(c_(metric="val_accuracy", within=0.01))))
+    df = claims.evaluate(spec, figure_dir, "embedded").set_index("id")
+    need = stats.resolvable_margin(3, 1000)          # 0.0439: 1 point cannot be shown with 3 x 1,000
+    assert df.loc["c1", "verdict"] == (f"underpowered: margin 0.01 < {need:.3g}, the least that 3 seeds x 1000 "
+                                       f"validation examples resolve")
