@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 # worth it), so a rank alive always has a core of its own.
 CORES  ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: install test test-fast replicate dry-run bench clean-results
+.PHONY: install test test-fast replicate verify dry-run bench clean-results
 
 $(STAMP): env/requirements.txt env/requirements-build.txt env/requirements-fairseq.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,8 +29,15 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q -m "not slow"
 
+# Snakemake reuses what is up to date in results/ (a fresh clone has no runs/, so everything
+# trains); FRESH=1 retrains every run and redraws every figure from scratch.
 replicate: $(STAMP)
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --profile env/profiles/local --cores $(CORES)
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --profile env/profiles/local --cores $(CORES) $(if $(FRESH),--forceall)
+
+# Regenerates the replication in a temporary folder and compares every committed table with it
+# (non-timing columns, exactly); TARGETS="sun2016/cifar10.csv ..." checks only those.
+verify: $(STAMP)
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python workflows/verify.py --cores $(CORES) $(TARGETS)
 
 dry-run: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --profile env/profiles/local -n

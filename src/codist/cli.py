@@ -20,6 +20,9 @@ def main(argv=None) -> int:
                        help="override a config key, e.g. --set train.steps=200 (repeatable)")
         if name == "run":
             s.add_argument("--out", default=None, help="run directory (default: runs/<run-id>)")
+            s.add_argument("--fresh", action="store_true",
+                           help="train from step 0 even if --out holds this run finished or part-done, "
+                                "removing what it holds (another run's files too)")
     args = p.parse_args(argv)
     try:
         cfg = config_mod.load(args.config, args.overrides)
@@ -37,7 +40,7 @@ def main(argv=None) -> int:
                   f"# fits this machine: {fits}")
             return 0
         from .launch import process_start_unix, run
-        return run(cfg, args.out or f"runs/{cfg.run_id()}", launched_unix=process_start_unix())
+        return run(cfg, args.out or f"runs/{cfg.run_id()}", launched_unix=process_start_unix(), fresh=args.fresh)
     except ConfigError as e:
         print(f"codist: {e}", file=sys.stderr)
         return 2

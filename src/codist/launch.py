@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -25,6 +24,8 @@ from pathlib import Path
 
 from .config import ConfigError, RunConfig, dump
 from .inputs import check_inputs
+from .owner import owner_env, start_ticks
+from .rundir import RunDir
 
 
 # a GPU torch can use needs one of these kernel-driver nodes (NVIDIA; AMD ROCm; WSL2)
@@ -171,12 +172,10 @@ def build_command(cfg: RunConfig, config_path: Path, out: Path, port: int,
 def process_start_unix() -> float:
     """When this process (`codist run`) started, so that a run's `setup_s` counts its
     interpreter start and imports too (Linux: /proc; elsewhere: now)."""
-    try:
-        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
-        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
-        return time.time() - age
-    except (OSError, ValueError, IndexError, AttributeError):
+    ticks = start_ticks()
+    if ticks is None or not hasattr(time, "CLOCK_BOOTTIME"):
         return time.time()
+    return time.time() - (time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK"))
 
 
 def single_rank_env(port: int) -> dict[str, str]:
@@ -193,6 +192,7 @@ def launch_env(cfg: RunConfig, device: str, threads: int, launched_unix: float |
         "CODIST_LAUNCHER": cfg.launch.launcher,
         "CODIST_LAUNCH_UNIX": repr(launched_unix or time.time()),
     })
+    env.update(owner_env())   # a rank whose `codist run` is gone stops (codist.owner)
     if device == "cpu":
         env["DS_ACCELERATOR"] = "cpu"
         env["CUDA_VISIBLE_DEVICES"] = ""
@@ -259,20 +259,75 @@ def _watch(proc: subprocess.Popen, out: Path, hang_s: int, world: int) -> str | 
                     f"first to stop, at update {running[first]['step']}; the job was killed")
 
 
-def run(cfg: RunConfig, out: str | os.PathLike, launched_unix: float | None = None) -> int:
-    """Write the resolved config into `out`, start every rank, wait; returns the exit code.
-    `launched_unix`: when the launch began (the ranks' `setup_s` counts from it; default now;
-    `codist run` passes its own process start).
+def run(cfg: RunConfig, out: str | os.PathLike, launched_unix: float | None = None, fresh: bool = False) -> int:
+    """Claim `out` (codist.rundir: one run at a time, never another run's files), write the
+    resolved config into it, start every rank, wait; returns the exit code. A run that `out`
+    holds finished is not trained again (a no-op that says so) unless `fresh`, which also
+    clears whatever `out` held. `launched_unix`: when the launch began (the ranks' `setup_s`
+    counts from it; default now; `codist run` passes its own process start).
 
-    SIGTERM, SIGINT or SIGUSR1 (SLURM preemption) sent to this process reach the ranks as
-    SIGTERM: they checkpoint and exit with EXIT_PREEMPTED; rerunning resumes.
+    SIGTERM, SIGINT or SIGUSR1 (SLURM preemption) sent to this process reach every rank as
+    SIGTERM: they checkpoint and exit with EXIT_PREEMPTED; rerunning resumes. If this process
+    dies, the ranks notice (codist.owner) and stop the same way.
     """
     device = resolve_device(cfg)
     check_fits(cfg, device)
     check_inputs(cfg)
     out = Path(out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(out / ".ranks", ignore_errors=True)
+    rundir = RunDir(out)
+    try:
+        if rundir.finished(cfg.run_id()) and not fresh:
+            print(f"codist: {out}: run {cfg.run_id()} already finished (summary.json); nothing to do "
+                  f"(--fresh trains it again from step 0)", file=sys.stderr)
+            return 0
+        rundir.prepare(cfg.run_id(), fresh)
+        return _launch(cfg, out, device, launched_unix)
+    finally:
+        rundir.close()
+
+
+def rank_pids(pgid: int) -> list[int]:
+    """The ranks (`python -m codist.train`) among the processes of a launcher's process group."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(entry.name)) != pgid:
+                continue
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except (OSError, ProcessLookupError):
+            continue
+        if any(a == b"-m" and b == b"codist.train" for a, b in zip(argv, argv[1:])):
+            pids.append(int(entry.name))
+    return pids
+
+
+def stop_ranks(cfg: RunConfig, proc) -> None:
+    """Ask every rank to checkpoint and exit. The DeepSpeed launcher does not pass SIGTERM on
+    to the ranks (it exits at once, leaving them to run on), so its ranks get it directly;
+    torchrun, the fork launcher, the warm supervisor and a lone rank pass it on themselves."""
+    ranks = rank_pids(proc.pid) if cfg.launch.launcher == "deepspeed" and cfg.parallel.world_size > 1 else []
+    for pid in ranks:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    if not ranks:
+        proc.send_signal(signal.SIGTERM)
+
+
+def exit_code(cfg: RunConfig, rc: int) -> int:
+    """A shell's exit code for the launcher's: 128 + N for a launcher killed by signal N (Popen
+    gives -N); the DeepSpeed launcher exits with a rank's -N as 256 - N."""
+    if rc < 0:
+        return 128 - rc
+    if cfg.launch.launcher == "deepspeed" and 256 - 64 <= rc < 256:
+        return 128 + 256 - rc
+    return rc
+
+
+def _launch(cfg: RunConfig, out: Path, device: str, launched_unix: float | None) -> int:
     config_path = out / "config.yaml"
     dump(cfg, config_path)
     port = cfg.launch.master_port or free_port()
@@ -289,17 +344,17 @@ def run(cfg: RunConfig, out: str | os.PathLike, launched_unix: float | None = No
             print(f"codist: {out.name}: cannot start the run on a warm server: {e}", file=sys.stderr)
             return 1
     else:
-        proc = subprocess.Popen(cmd, env=env, start_new_session=True)
+        proc = subprocess.Popen(cmd, env=env, start_new_session=True)   # its own group: killpg on a hang
 
     def forward(signum, frame):
-        proc.send_signal(signal.SIGTERM)
+        stop_ranks(cfg, proc)
     previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)}
     try:
         hang = _watch(proc, out, cfg.launch.hang_timeout_s, cfg.parallel.world_size)
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-    rc = proc.returncode
+    rc = exit_code(cfg, proc.returncode)
     reports = rank_reports(out)
     states = {r.get("state") for r in reports.values()} if len(reports) == cfg.parallel.world_size else set()
     if rc != 0 and states == {"preempted"}:

@@ -23,6 +23,7 @@ from .algorithms import TrainContext, build_algorithm
 from .comm import CommMeter, summarize
 from .data import eval_batches, to_device
 from .distributed import init, pick_device
+from .owner import owner_gone
 from .runlog import Heartbeat, MetricsLog, atomic_torch_save, atomic_write_json, git_state, hardware, package_versions
 from .workloads import build_workload
 
@@ -123,8 +124,9 @@ def write_manifest(cfg, out: Path, topo, threads: int, device, resumed_from: int
 
 
 class StopFlag:
-    """SIGTERM / SIGUSR1 (SLURM preemption) ask the run to checkpoint and exit; the ranks agree
-    on it with one tiny all-reduce per update, so they all stop after the same update."""
+    """SIGTERM / SIGUSR1 (SLURM preemption) ask the run to checkpoint and exit; so does the end
+    of the `codist run` that started the ranks (codist.owner). The ranks agree on it with one
+    tiny all-reduce every STOP_CHECK_EVERY updates, so they all stop after the same update."""
 
     def __init__(self):
         self.raised = 0
@@ -135,6 +137,9 @@ class StopFlag:
         self.raised = 1
 
     def agreed(self, meter) -> bool:
+        if not self.raised and owner_gone():
+            print("codist: the codist run that started this rank is gone; stopping", file=sys.stderr)
+            self.raised = 1
         flag = torch.tensor([self.raised], dtype=torch.int32)
         meter.all_reduce(flag, op=torch.distributed.ReduceOp.MAX, category="control")
         return bool(flag.item())
@@ -166,7 +171,7 @@ def main(argv=None) -> int:
 
     steps, per_model_batch = cfg.train.steps, cfg.train.batch_per_rank * topo.ranks_per_model
     timers = {"train_s": 0.0, "eval_s": 0.0, "loss_sum": 0.0, "loss_n": 0}
-    start = checkpoint.latest(out, run_id) if cfg.train.checkpoint_every else None
+    start = checkpoint.latest(out, run_id)   # also a stop signal's checkpoint when checkpoint_every is 0
     rows: list[dict] = []
     resume_load_s = None
     if start is not None:   # resume: state, RNG, counters, timers and metrics rows as they were at `start`
@@ -259,8 +264,9 @@ def main(argv=None) -> int:
             if lead:
                 print(f"codist: stopped by signal after update {done}; checkpoint written, rerun to resume",
                       file=sys.stderr)
-            torch.distributed.destroy_process_group()
             heartbeat.write({"state": "preempted", "step": done})
+            meter.barrier()   # every rank has said so before any exits: a launcher may kill the rest then
+            torch.distributed.destroy_process_group()
             return EXIT_PREEMPTED
         if cfg.train.checkpoint_every and done % cfg.train.checkpoint_every == 0 and done < steps:
             save_checkpoint(done)

@@ -1,0 +1,94 @@
+"""A run owns its directory: one `codist run` at a time (an exclusive lock for the run's life),
+another run's files are never mixed with this one's, and what a finished run left is not
+retrained by accident.
+
+States of `--out` before a launch, by the run ids its files record (summary.json, manifest.json,
+checkpoint/latest.json):
+- empty or new: train from step 0;
+- this run, finished (summary.json of this run id): nothing to do (a no-op that says so),
+  unless `fresh`;
+- this run, unfinished: resume from its checkpoint if there is one; the files that only a
+  finished run may have (summary.json, model_*.pt of an earlier attempt) are removed first,
+  so nothing half-finished looks finished;
+- another run's files: refused, naming both ids, unless `fresh`, which removes them first.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+from pathlib import Path
+
+from .config import ConfigError
+
+LOCK = ".codist.lock"
+# what a run writes into its directory (beside these: the workflow's log lives elsewhere)
+RUN_FILES = ("summary.json", "metrics.jsonl", "manifest.json", "config.yaml", "hostfile")
+RUN_DIRS = ("checkpoint", ".ranks")
+
+
+class RunDir:
+    """The locked run directory; `close()` releases it (so does the process's exit)."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        if out.exists() and not out.is_dir():
+            raise ConfigError(f"--out {out}: is a file; expected a run directory (new, or one codist run wrote)")
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            self.lock = open(out / LOCK, "a+")
+        except OSError as e:
+            raise ConfigError(f"--out {out}: cannot create or write it ({e.strerror})") from None
+        try:
+            fcntl.flock(self.lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.lock.seek(0)
+            holder = self.lock.read().strip() or "?"
+            self.lock.close()
+            raise ConfigError(f"--out {out}: in use by another codist run (pid {holder}); wait for it to end "
+                              f"or use another --out") from None
+        self.lock.seek(0)
+        self.lock.truncate()
+        self.lock.write(f"{os.getpid()}\n")
+        self.lock.flush()
+
+    def recorded_ids(self) -> dict[str, str]:
+        """file name -> the run id it records, for the files that exist and can be read."""
+        found = {}
+        for name in ("summary.json", "manifest.json", "checkpoint/latest.json"):
+            try:
+                found[name] = json.loads((self.out / name).read_text())["run_id"]
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+        return found
+
+    def finished(self, run_id: str) -> bool:
+        return self.recorded_ids().get("summary.json") == run_id
+
+    def prepare(self, run_id: str, fresh: bool) -> None:
+        """Make the directory this run's alone before anything starts (see the module doc)."""
+        foreign = {name: rid for name, rid in self.recorded_ids().items() if rid != run_id}
+        if foreign and not fresh:
+            name, rid = next(iter(foreign.items()))
+            raise ConfigError(f"--out {self.out}: holds another run ({name}: run {rid}; this config is run "
+                              f"{run_id}); use another --out, or --fresh to remove what it holds")
+        if fresh:
+            self.clear()
+        else:   # resume or start: only a finished run may have these
+            (self.out / "summary.json").unlink(missing_ok=True)
+            for model in self.out.glob("model_*.pt"):
+                model.unlink()
+        shutil.rmtree(self.out / ".ranks", ignore_errors=True)
+
+    def clear(self) -> None:
+        """Remove every file a run writes here (its results, models, checkpoint, rank reports)."""
+        for name in RUN_FILES:
+            (self.out / name).unlink(missing_ok=True)
+        for model in self.out.glob("model_*.pt"):
+            model.unlink()
+        for name in RUN_DIRS:
+            shutil.rmtree(self.out / name, ignore_errors=True)
+
+    def close(self) -> None:
+        self.lock.close()

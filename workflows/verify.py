@@ -1,0 +1,99 @@
+"""Reproducibility proof: regenerate the replication from nothing and compare it with what is
+committed.
+
+    python workflows/verify.py [--scale embedded] [--cores N] [--keep DIR] [TARGET ...]
+
+Runs Snakemake (the local profile, as `make replicate`) into a fresh temporary results folder
+(`--config results=<tmp>`: nothing committed is read or touched), then compares every table
+(`*.csv`) under results/<scale>/ with the regenerated one: same files, same rows, and in every
+non-timing column the same values, exactly. Timing columns (names with an `_s` unit: wall_s,
+setup_s, eval_s, elapsed_s, wall_s_to_target, ...) differ between machines and runs, so they are
+left out; so are the PNGs (drawn from these tables) and notebooks (they check themselves against
+claims.csv when they run). TARGETs (paths relative to results/<scale>/, e.g.
+`sun2016/cifar10.csv`) limit the check to those outputs and what they need; without them, the
+whole default replication is regenerated (as long as `make replicate`).
+
+Prints each difference (file, column, first differing rows) and exits 1 if there is any.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMING = re.compile(r"_s(_|$)")   # a column measured in seconds
+
+
+def regenerate(scale: str, results: Path, cores: int, targets: list[str]) -> None:
+    exe = Path(sys.executable).parent / "snakemake"
+    cmd = [str(exe), "--profile", "env/profiles/local", "--cores", str(cores),
+           "--config", f"results={results}", f"scale={scale}", *(str(results / scale / t) for t in targets)]
+    print("$", " ".join(cmd), flush=True)
+    if subprocess.run(cmd, cwd=ROOT).returncode != 0:
+        raise SystemExit("verify: the regeneration failed (see Snakemake's output above)")
+
+
+def compare(committed: Path, fresh: Path) -> list[str]:
+    """Differences between two CSV tables in their non-timing columns (none: [])."""
+    a, b = pd.read_csv(committed), pd.read_csv(fresh)
+    if list(a.columns) != list(b.columns):
+        return [f"columns differ: {list(a.columns)} vs {list(b.columns)}"]
+    if len(a) != len(b):
+        return [f"{len(a)} rows committed, {len(b)} regenerated"]
+    out = []
+    for col in (c for c in a.columns if not TIMING.search(c)):
+        same = (a[col] == b[col]) | (a[col].isna() & b[col].isna())
+        if not same.all():
+            rows = list(same[~same].index[:3])
+            out.append(f"column {col!r}: {int((~same).sum())} row(s) differ, e.g. row {rows[0]}: "
+                       f"{a[col][rows[0]]!r} committed vs {b[col][rows[0]]!r} regenerated")
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("targets", nargs="*", help="outputs relative to results/<scale>/ (default: everything)")
+    p.add_argument("--scale", default="embedded")
+    p.add_argument("--cores", type=int, default=os.cpu_count() or 2)
+    p.add_argument("--keep", type=Path, default=None, help="regenerate into this (new, empty) folder and keep it")
+    args = p.parse_args()
+    committed = ROOT / "results" / args.scale
+    tmp = args.keep or Path(tempfile.mkdtemp(prefix="codist-verify-"))
+    if tmp.exists() and any(tmp.iterdir()):
+        raise SystemExit(f"verify: {tmp} is not empty: the regeneration must start from nothing")
+    try:
+        regenerate(args.scale, tmp.resolve(), args.cores, args.targets)
+        fresh = tmp / args.scale
+        tables = sorted(p.relative_to(fresh) for p in fresh.rglob("*.csv")
+                        if p.relative_to(fresh).parts[0] not in ("runs", "configs", "logs"))
+        wanted = sorted(p.relative_to(committed) for p in committed.rglob("*.csv")) if not args.targets else tables
+        problems = {}
+        for rel in sorted(set(tables) | set(wanted)):
+            if not (fresh / rel).exists():
+                problems[rel] = ["committed, but the regeneration did not write it"]
+            elif not (committed / rel).exists():
+                problems[rel] = ["regenerated, but not committed"]
+            else:
+                problems[rel] = compare(committed / rel, fresh / rel)
+        bad = {k: v for k, v in problems.items() if v}
+        for rel, lines in bad.items():
+            print(f"results/{args.scale}/{rel}:")
+            for line in lines:
+                print(f"  {line}")
+        print(f"verify: {len(problems)} table(s) compared, {len(bad)} differ (timing columns left out)")
+        return 1 if bad else 0
+    finally:
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
