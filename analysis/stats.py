@@ -9,7 +9,6 @@ never treated as 3 independent values.
 """
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 
@@ -66,10 +65,6 @@ def jackknife_interval(pairs: dict[tuple[str, str], float]) -> Interval:
 def seed_pairs(values: dict[str, float]) -> dict[tuple[str, str], float]:
     """Split "a-b" pair labels (paper_table.py's churn rows) into seed tuples."""
     return {tuple(k.split("-", 1)): v for k, v in values.items()}
-
-
-def all_pairs(seeds) -> list[tuple]:
-    return list(itertools.combinations(sorted(seeds), 2))
 
 
 # ----------------------------------------------------------------------- speedups
