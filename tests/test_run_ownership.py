@@ -122,17 +122,19 @@ def test_a_stop_signal_checkpoint_resumes_without_checkpoint_every(tmp_path):
     assert read_summary(out)["resumed_from_step"] == stopped > 0
 
 
-DEEPSPEED = deep_update(LONG, {"parallel": {"world_size": 2}, "train": {"checkpoint_every": 0},
-                               "launch": {"launcher": "deepspeed"}})
+TWO_RANKS = deep_update(LONG, {"parallel": {"world_size": 2}, "train": {"checkpoint_every": 0}})
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "kill -9"])
-def test_the_deepspeed_launchers_ranks_stop_with_codist_run(tmp_path, how):
+@pytest.mark.parametrize("launcher,how", [("deepspeed", "SIGTERM"), ("deepspeed", "SIGINT"), ("deepspeed", "kill -9"),
+                                          ("torchrun", "kill -9"), ("fork", "kill -9")])
+def test_the_ranks_stop_with_codist_run(tmp_path, launcher, how):
     """SIGTERM / Ctrl-C to `codist run` reach every rank (checkpoint, exit 3, resumable); after
-    kill -9 of `codist run` the ranks notice their owner is gone and stop the same way."""
+    kill -9 of `codist run` the ranks notice their owner is gone and stop the same way. (The DeepSpeed
+    launcher passes neither on; torchrun's SIGTERM and the fork and warm launchers' are tested in
+    test_fault_tolerance, test_fork_launcher and test_warm_launcher.)"""
     out = tmp_path / "run"
-    proc = start(DEEPSPEED, tmp_path, out)
+    proc = start(deep_update(TWO_RANKS, {"launch": {"launcher": launcher}}), tmp_path, out)
     pids = wait_for_step(out, proc, 2, 10)
     if how == "kill -9":
         proc.kill()
