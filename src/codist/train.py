@@ -24,6 +24,7 @@ from .comm import CommMeter, summarize
 from .data import eval_batches, to_device
 from .distributed import init, pick_device
 from .owner import owner_gone
+from .progress import Progress
 from .runlog import Heartbeat, MetricsLog, atomic_torch_save, atomic_write_json, git_state, hardware, package_versions
 from .workloads import build_workload
 
@@ -205,11 +206,7 @@ def main(argv=None) -> int:
         timers["checkpoints"] = timers.get("checkpoints", 0) + 1
 
     launched = float(os.environ.get("CODIST_LAUNCH_UNIX", t_process))
-    bar = None
-    if lead:
-        from tqdm import tqdm
-        bar = tqdm(total=steps, initial=start, desc=cfg.name or run_id, unit="step", file=sys.stderr,
-                   dynamic_ncols=True, mininterval=1.0)
+    progress = Progress(steps, start, cfg.name or run_id, enabled=lead)
     first_step_unix = None
     diverged_at = None   # this rank's first update with a NaN or inf loss
     for step in range(start, steps):
@@ -240,8 +237,7 @@ def main(argv=None) -> int:
                 msg = (f"diverged at update {at}: training loss {losses} at the evaluation after update {done}; "
                        f"no summary or model written "
                        f"(lower optimizer.lr or set optimizer.grad_clip)")
-                if bar is not None:
-                    bar.close()
+                progress.close()
                 if lead:
                     print(f"codist: {msg}", file=sys.stderr)
                 heartbeat.write({"state": "diverged", "step": at, "error": msg})
@@ -254,11 +250,8 @@ def main(argv=None) -> int:
                 rows.append(row)
                 if lead:
                     log.append(row)
-            if bar is not None:
-                first = results[evaluate.names[0]]
-                bar.set_postfix({workload.metric.name: f"{first[workload.metric.name]:.4f}"}, refresh=False)
-        if bar is not None:
-            bar.update(1)
+            progress.evaluated(done, workload.metric.name, results[evaluate.names[0]][workload.metric.name])
+        progress.step()
         if done < steps and done % STOP_CHECK_EVERY == 0 and stop.agreed(meter):
             save_checkpoint(done)
             if lead:
@@ -270,8 +263,7 @@ def main(argv=None) -> int:
             return EXIT_PREEMPTED
         if cfg.train.checkpoint_every and done % cfg.train.checkpoint_every == 0 and done < steps:
             save_checkpoint(done)
-    if bar is not None:
-        bar.close()
+    progress.close()
 
     models = algo.eval_models()   # on every rank: some algorithms gather models here
     if cfg.train.save_model and topo.dp_rank == 0:  # one copy per model, from its group's first rank
