@@ -1,5 +1,8 @@
-"""Cluster launch: the multi-node DeepSpeed command for a faked 2 x 8-GPU SLURM job, the
-job resources derived from a run config, and a dry run with the slurm profile."""
+"""The cluster path without a scheduler: what Snakemake resolves from the profiles, the sbatch
+lines snakemake-executor-plugin-slurm renders from a run's job resources (the plugin's own
+code), the srun line of the ranks, host lists, and a rank's environment from SLURM's variables.
+These show that commands are built right; tests/test_slurm.py runs them on a live scheduler."""
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -8,65 +11,198 @@ import pytest
 from conftest import ROOT
 
 from codist import config
+from codist.cluster import expand_nodelist, hostnames, job_port, job_resources, rank_env, srun_command
 from codist.config import ConfigError
-from codist.launch import build_command, cluster_resources, expand_nodelist
+from codist.launch import build_command, check_fits
 
-FULL = {"parallel": {"world_size": 16}, "launch": {"device": "cuda", "gpus_per_node": 8, "cpus_per_rank": 6,
-                                                   "time_limit_min": 240, "mem_mb_per_rank": 12000}}
-
-
-def test_expand_slurm_nodelist():
-    assert expand_nodelist("gpu[01-02]") == ["gpu01", "gpu02"]
-    assert expand_nodelist("gpu[01-02,05],cpu7") == ["gpu01", "gpu02", "gpu05", "cpu7"]
-    assert expand_nodelist("n[8-10]") == ["n8", "n9", "n10"]
+PY = sys.executable
+SNAKEMAKE = str(Path(PY).parent / "snakemake")
 
 
-def test_two_node_launch_command(tmp_path):
-    cfg = config.validate(FULL)
-    env = {"SLURM_JOB_NODELIST": "gpu[01-02]", "SLURM_JOB_NUM_NODES": "2"}
-    cmd = build_command(cfg, tmp_path / "config.yaml", tmp_path, 29611, env=env)
-    assert cmd[:3] == [sys.executable, "-m", "deepspeed.launcher.runner"]
-    args = dict(zip(cmd[3::1], cmd[4::1]))
-    assert args["--hostfile"] == str(tmp_path / "hostfile")
-    assert args["--num_nodes"] == "2" and args["--num_gpus"] == "8"
-    assert args["--launcher"] == "slurm" and args["--master_addr"] == "gpu01" and args["--master_port"] == "29611"
-    assert cmd[-6:] == ["--module", "codist.train", "--config", str(tmp_path / "config.yaml"),
-                        "--out", str(tmp_path)]
-    assert (tmp_path / "hostfile").read_text() == "gpu01 slots=8\ngpu02 slots=8\n"
+def gpu_cfg(world: int, **launch) -> config.RunConfig:
+    return config.validate({"parallel": {"world_size": world},
+                            "launch": {"device": "cuda", "gpus_per_node": 8, "cpus_per_rank": 6,
+                                       "time_limit_min": 240, "mem_mb_per_rank": 12000, **launch}})
 
 
-def test_multi_node_needs_deepspeed_and_even_split(tmp_path):
-    env = {"SLURM_JOB_NODELIST": "gpu[01-02]"}
-    with pytest.raises(ConfigError, match="allowed: deepspeed"):
-        build_command(config.validate({**FULL, "launch": {**FULL["launch"], "launcher": "torchrun"}}),
-                      tmp_path / "c.yaml", tmp_path, 1, env=env)
-    with pytest.raises(ConfigError, match="does not fit 2 nodes evenly"):
-        build_command(config.validate({**FULL, "parallel": {"world_size": 15}}), tmp_path / "c.yaml", tmp_path, 1,
-                      env=env)
+# ---------------------------------------------------------------- profiles
+
+RESOLVE = """
+import json, sys
+from snakemake.cli import parse_args
+_, a = parse_args(sys.argv[1:])
+print(json.dumps({k: getattr(a, k) for k in ("cores", "jobs", "executor", "latency_wait", "keep_going",
+    "rerun_incomplete", "retries", "printshellcmds", "show_failed_logs")}
+    | {"default_resources": sorted(str(a.default_resources or {}).split("'")[1::2])}))
+"""
 
 
-def test_single_node_commands(tmp_path):
-    cfg = config.validate({"parallel": {"world_size": 2}})
-    ds = build_command(cfg, tmp_path / "c.yaml", tmp_path, 29500, env={})
-    assert ds[3:7] == ["--num_gpus", "2", "--master_port", "29500"] and "--hostfile" not in ds
-    tr = build_command(config.validate({"parallel": {"world_size": 2}, "launch": {"launcher": "torchrun"}}),
-                       tmp_path / "c.yaml", tmp_path, 29500, env={})
-    assert tr[1:5] == ["-m", "torch.distributed.run", "--nproc_per_node", "2"]
+def resolved(*args: str) -> dict:
+    """What Snakemake's own command-line parser makes of `snakemake ARGS` in the repository."""
+    out = subprocess.run([PY, "-c", RESOLVE, *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def test_job_resources_derive_from_the_run_config():
-    res = cluster_resources(config.validate(FULL), "cuda")
-    assert res == {"nodes": 2, "tasks": 1, "runtime": 240, "cpus_per_task": 8 * 6, "mem_mb": 8 * 12000,
-                   "gres": "gpu:8"}
-    cpu = cluster_resources(config.validate({"parallel": {"world_size": 4},
-                                             "launch": {"threads_per_rank": 2}}), "cpu")
-    assert cpu["nodes"] == 1 and cpu["cpus_per_task"] == 8 and "gres" not in cpu
+def test_plain_snakemake_uses_the_one_machine_settings():
+    got = resolved()
+    assert got["cores"] == __import__("os").cpu_count() and got["executor"] is None
+    assert got["latency_wait"] == 5 and got["keep_going"] is False and got["rerun_incomplete"] is True
+    assert got["show_failed_logs"] is True
+    assert resolved("-c", "1")["cores"] == 1   # the command line still wins
+
+
+def test_slurm_profile_gets_exactly_its_own_settings():
+    got = resolved("--profile", "env/profiles/slurm")
+    assert got["executor"] == "slurm" and got["jobs"] == 64 and got["cores"] == 1024
+    assert got["latency_wait"] == 120 and got["keep_going"] is True and got["retries"] == 2
+    assert got["show_failed_logs"] is False   # the workflow profile's one-machine keys stayed out
+    assert {"slurm_partition", "runtime", "mem_mb", "cpus_per_task"} <= set(got["default_resources"])
+    # the same with --profile=..., and the local profile equals plain snakemake
+    assert resolved("--profile=env/profiles/slurm")["latency_wait"] == 120
+    local = resolved("--profile", "env/profiles/local")
+    assert {k: local[k] for k in ("cores", "latency_wait", "keep_going", "rerun_incomplete")} == \
+        {"cores": __import__("os").cpu_count(), "latency_wait": 5, "keep_going": False, "rerun_incomplete": True}
+
+
+# ---------------------------------------------------------------- rendered sbatch lines
+
+class Job:
+    """The attributes of a Snakemake job that the plugin's submit-string code reads."""
+    def __init__(self, resources: dict, threads: int = 1):
+        from snakemake.iocontainers import ResourceList   # a Snakemake job's resources
+        self.resources = ResourceList(fromdict=dict(resources))
+        self.threads = threads
+
+
+def sbatch_line(res: dict, partition: str = "gpu") -> str:
+    """The sbatch command snakemake-executor-plugin-slurm 2.8 builds for a job with these
+    resources: its get_submit_command + set_gres_string, as in its run_job."""
+    from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+    from snakemake_executor_plugin_slurm.utils import set_gres_string
+    job = Job(res)
+    params = {"run_uuid": "U", "slurm_logfile": "L", "comment_str": "rule_train", "account": "",
+              "partition": f"-p {partition}", "workdir": ""}
+    call = get_submit_command(job, params) + set_gres_string(job)
+    return call.split("--comment rule_train", 1)[1].split()
+
+
+def step_runs_command_directly(res: dict) -> bool:
+    """The plugin's job step (snakemake_executor_plugin_slurm_jobstep.run_job) runs the job's
+    command in the batch script when an `mpi` resource exists, else inside `srun -n1`."""
+    return "mpi" in Job(res).resources.keys()
+
+
+@pytest.mark.parametrize("world, nodes", [(8, 1), (16, 2), (128, 16)])
+def test_gpu_jobs_ask_for_one_task_per_gpu_rank(world, nodes):
+    res = job_resources(gpu_cfg(world), "cuda")
+    assert res == {"nodes": nodes, "tasks_per_node": 8, "cpus_per_task": 6, "mem_mb": 8 * 12000,
+                   "gres": "gpu:8", "runtime": 240, "mpi": "srun"}
+    assert sbatch_line(res) == ["-p", "gpu", "-t", "240", "--mem", "96000", f"--nodes={nodes}",
+                                "--ntasks-per-node=8", "--cpus-per-task=6", "--gres=gpu:8"]
+    assert step_runs_command_directly(res)
+
+
+def test_one_gpu_run_is_one_task():
+    res = job_resources(gpu_cfg(1), "cuda")
+    assert sbatch_line(res) == ["-p", "gpu", "-t", "240", "--mem", "12000", "--nodes=1", "--cpus-per-task=6",
+                                "--gres=gpu:1"]
+
+
+def test_cpu_jobs():
+    srun = job_resources(config.validate({"parallel": {"world_size": 2}, "launch": {"threads_per_rank": 1}}), "cpu")
+    assert sbatch_line(srun, "test") == ["-p", "test", "-t", "60", "--mem", "4000", "--nodes=1",
+                                         "--ntasks-per-node=2", "--cpus-per-task=1"]
+    forked = job_resources(config.validate({"parallel": {"world_size": 4},
+                                            "launch": {"launcher": "warm", "threads_per_rank": 2}}), "cpu")
+    assert sbatch_line(forked, "test") == ["-p", "test", "-t", "60", "--mem", "8000", "--nodes=1", "--ntasks=1",
+                                           "--cpus-per-task=8"]
+    assert step_runs_command_directly(forked)   # mpi "" still keeps codist run out of a job step
+    one = job_resources(config.validate({"parallel": {"world_size": 1}}), "cpu")
+    assert sbatch_line(one, "test")[-2:] == ["--ntasks=1", "--cpus-per-task=1"]
+
+
+def test_uneven_gpu_split_is_one_clear_error():
+    with pytest.raises(ConfigError, match="world_size=20 does not split evenly over 3 nodes"):
+        job_resources(gpu_cfg(20), "cuda")
 
 
 def test_slurm_profile_dry_run(tmp_path):
-    out = subprocess.run([str(Path(sys.executable).parent / "snakemake"), "--profile", "env/profiles/slurm", "-n",
-                          "--config", f"results={tmp_path}"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = subprocess.run([SNAKEMAKE, "--profile", "env/profiles/slurm", "-n", "--config", f"results={tmp_path}"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     text = out.stdout + out.stderr
     assert "rule train:" in text and "This was a dry-run" in text
-    assert "nodes=1" in text and "cpus_per_task=" in text and "runtime=" in text
+    assert "nodes=1" in text and "tasks_per_node=" in text and "cpus_per_task=" in text and "mpi=" in text
+
+
+# ---------------------------------------------------------------- host lists
+
+def test_expand_nodelist():
+    assert expand_nodelist("gpu[01-02]") == ["gpu01", "gpu02"]
+    assert expand_nodelist("gpu[01-02,05],cpu7") == ["gpu01", "gpu02", "gpu05", "cpu7"]
+    assert expand_nodelist("n[8-10]") == ["n8", "n9", "n10"]
+    assert expand_nodelist("rack[1-2]-node[01-02]") == ["rack1-node01", "rack1-node02",
+                                                         "rack2-node01", "rack2-node02"]
+    with pytest.raises(ValueError, match="unbalanced"):
+        expand_nodelist("gpu[01-02")
+    with pytest.raises(ValueError, match="range 'a-b'"):
+        expand_nodelist("gpu[a-b]")
+
+
+def test_hostnames_without_a_configured_scontrol_falls_back(monkeypatch):
+    monkeypatch.setenv("SLURM_CONF", "/nonexistent/slurm.conf")
+    assert hostnames("rack[1-2]-node[01-02]") == ["rack1-node01", "rack1-node02", "rack2-node01", "rack2-node02"]
+    assert hostnames("") == []
+
+
+# ---------------------------------------------------------------- the ranks' srun line and environment
+
+def test_srun_line_for_two_and_sixteen_nodes(tmp_path):
+    entry = ["codist.train", "--config", "C", "--out", "O"]
+    for world, nodes in ((16, 2), (128, 16)):
+        cmd = srun_command(gpu_cfg(world), "cuda", entry, 1234, "4711")
+        assert cmd == ["srun", "--nodes", str(nodes), "--ntasks", str(world), "--ntasks-per-node", "8",
+                       "--cpus-per-task", "6", "--kill-on-bad-exit=1",
+                       f"--export=ALL,MASTER_PORT={job_port(4711)},CODIST_OWNER=", PY, "-m", *entry]
+    assert srun_command(gpu_cfg(16, master_port=29999), "cuda", entry, 1, "4711")[10] == \
+        "--export=ALL,MASTER_PORT=29999,CODIST_OWNER="
+
+
+def test_build_command_uses_srun_only_in_a_batch_script(tmp_path):
+    cfg = gpu_cfg(16)
+    batch = {"SLURM_JOB_ID": "77"}   # what the plugin's job step leaves codist run
+    cmd = build_command(cfg, tmp_path / "c.yaml", tmp_path, 1, env=batch)
+    assert cmd[:5] == ["srun", "--nodes", "2", "--ntasks", "16"]
+    assert cmd[-5:] == ["codist.train", "--config", str(tmp_path / "c.yaml"), "--out", str(tmp_path)]
+    # inside a job step (an srun task): never a nested srun
+    step = {"SLURM_JOB_ID": "77", "SLURM_STEP_ID": "0"}
+    cpu = config.validate({"parallel": {"world_size": 2}, "launch": {"device": "cpu"}})
+    assert build_command(cpu, tmp_path / "c.yaml", tmp_path, 5, env=step)[1:3] == ["-m", "deepspeed.launcher.runner"]
+    assert build_command(cpu, tmp_path / "c.yaml", tmp_path, 5, env={"SLURM_JOB_ID": "1"})[0] == "srun"
+    warm = config.validate({"parallel": {"world_size": 2}, "launch": {"device": "cpu", "launcher": "warm"}})
+    assert build_command(warm, tmp_path / "c.yaml", tmp_path, 5, env={"SLURM_JOB_ID": "1"})[1:3] == \
+        ["-m", "codist.fork_launcher"]
+    with pytest.raises(ConfigError, match="2 SLURM nodes .* not in a job's batch script"):
+        build_command(cfg, tmp_path / "c.yaml", tmp_path, 1, env={"SLURM_JOB_NODELIST": "gpu[01-02]",
+                                                                 "SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0"})
+
+
+def test_gpu_world_larger_than_this_node_is_left_to_srun_in_a_batch_script(monkeypatch):
+    monkeypatch.setenv("SLURM_JOB_ID", "9")
+    monkeypatch.delenv("SLURM_STEP_ID", raising=False)
+    check_fits(gpu_cfg(128), "cuda")   # no local GPU count check: the allocation decides
+
+
+def test_rank_env_from_srun_variables(monkeypatch):
+    monkeypatch.setenv("SLURM_CONF", "/nonexistent/slurm.conf")   # scontrol unusable: the fallback parser
+    task = {"SLURM_PROCID": "9", "SLURM_LOCALID": "1", "SLURM_NTASKS": "16", "SLURM_STEP_ID": "0",
+            "SLURM_JOB_ID": "4711", "SLURM_STEP_NODELIST": "rack[1-2]-node[01-02]",
+            "SLURM_STEP_TASKS_PER_NODE": "8(x2)", "SLURM_CONF": "/nonexistent/slurm.conf"}
+    assert rank_env(task) == {"RANK": "9", "LOCAL_RANK": "1", "WORLD_SIZE": "16", "LOCAL_WORLD_SIZE": "8",
+                              "MASTER_ADDR": "rack1-node01", "MASTER_PORT": str(job_port(4711))}
+    assert "MASTER_PORT" not in rank_env({**task, "MASTER_PORT": "29999"})   # srun passed the config's
+    assert rank_env({**task, "RANK": "0"}) == {}          # a launcher set the ranks already
+    assert rank_env({"SLURM_PROCID": "0"}) == {}         # a batch script, not an srun task
+    with pytest.raises(RuntimeError, match="without SLURM_LOCALID"):
+        rank_env({k: v for k, v in task.items() if k != "SLURM_LOCALID"})

@@ -36,9 +36,11 @@ rule train:
     threads: lambda wc: PLAN.threads(wc.run_id, workflow.cores)
     resources:
         ranks=lambda wc: PLAN.config(wc.run_id).parallel.world_size,
-        # what a SLURM job asks for, derived from the run config (codist.launch.cluster_resources)
+        # what a SLURM job asks for, derived from the run config (codist.cluster.job_resources):
+        # nodes x tasks_per_node srun tasks (one per rank) when mpi is set, else one task
         nodes=lambda wc: PLAN.resources(wc.run_id)["nodes"],
-        tasks=lambda wc: PLAN.resources(wc.run_id)["tasks"],
+        tasks_per_node=lambda wc: PLAN.resources(wc.run_id)["tasks_per_node"],
+        mpi=lambda wc: PLAN.resources(wc.run_id)["mpi"],
         cpus_per_task=lambda wc: PLAN.resources(wc.run_id)["cpus_per_task"],
         mem_mb=lambda wc: PLAN.resources(wc.run_id)["mem_mb"],
         runtime=lambda wc: PLAN.resources(wc.run_id)["runtime"],

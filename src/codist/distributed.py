@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from .cluster import apply_rank_env
+
 
 @dataclass
 class Topology:
@@ -81,9 +83,7 @@ def init(models: int, backend: str, timeout_s: int = 600) -> Topology:
     from datetime import timedelta
 
     import deepspeed
-    if "RANK" not in os.environ and "SLURM_PROCID" in os.environ:   # started by srun (multi-node)
-        os.environ.update(RANK=os.environ["SLURM_PROCID"], LOCAL_RANK=os.environ["SLURM_LOCALID"],
-                          WORLD_SIZE=os.environ["SLURM_NTASKS"])
+    apply_rank_env()   # an srun task: RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT from SLURM's
     if backend == "gloo":
         # with LOCAL_SIZE set (the DeepSpeed launcher sets it) DeepSpeed's CPU accelerator maps a 69 MB
         # /dev/shm buffer per rank for an shm all-reduce codist never uses, and never unlinks it
@@ -99,6 +99,7 @@ def init(models: int, backend: str, timeout_s: int = 600) -> Topology:
 
 def pick_device(requested: str) -> tuple[torch.device, str]:
     """(device, backend) for this rank: NCCL on GPUs, gloo on CPU."""
+    apply_rank_env()   # an srun task's LOCAL_RANK picks its GPU
     use_cuda = requested == "cuda" or (requested == "auto" and torch.cuda.is_available())
     if use_cuda:
         local = int(os.environ.get("LOCAL_RANK", "0"))

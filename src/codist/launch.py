@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -23,6 +22,8 @@ import time
 from pathlib import Path
 
 from .config import ConfigError, RunConfig, dump
+from .cluster import (FORKING_LAUNCHERS, expand_nodelist, hostnames, in_allocation, job_resources,  # noqa: F401
+                      nodes_needed, ranks_by_srun, srun_command)   # (expand_nodelist, nodes_needed: re-exported)
 from .inputs import check_inputs
 from .owner import owner_env, start_ticks
 from .rundir import RunDir
@@ -42,9 +43,6 @@ def resolve_device(cfg: RunConfig) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-FORKING_LAUNCHERS = ("fork", "warm")   # the ranks are forked from one CPU process on this machine
-
-
 def check_launcher(cfg: RunConfig, device: str, hosts: list[str]) -> None:
     """`fork` and `warm` start every rank on this machine by forking one CPU process."""
     name = cfg.launch.launcher
@@ -62,8 +60,10 @@ def check_fits(cfg: RunConfig, device: str, cores: int | None = None) -> None:
     """Fail before any process starts if the world does not fit this machine (or the launcher
     cannot start it)."""
     world = cfg.parallel.world_size
-    hosts = expand_nodelist(os.environ.get("SLURM_JOB_NODELIST", "")) if os.environ.get("SLURM_JOB_NODELIST") else []
+    hosts = hostnames(os.environ.get("SLURM_JOB_NODELIST", ""))
     check_launcher(cfg, device, hosts)
+    if in_allocation(os.environ) and ranks_by_srun(cfg, device):   # srun places the ranks in the job's
+        return                                                       # allocation (codist.cluster)
     if device == "cuda" and len(hosts) > 1:   # multi-node: the job's nodes, not this one's GPUs
         if world > len(hosts) * cfg.launch.gpus_per_node:
             raise ConfigError(f"parallel.world_size={world} does not fit {len(hosts)} nodes x "
@@ -94,69 +94,28 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def expand_nodelist(nodelist: str) -> list[str]:
-    """SLURM's compact host list ("gpu[01-02,05],cpu7") as host names, in order."""
-    hosts = []
-    for item in re.findall(r"[^,\[]+(?:\[[^\]]*\])?[^,]*", nodelist):
-        m = re.fullmatch(r"(.*?)\[([^\]]*)\](.*)", item)
-        if not m:
-            hosts.append(item)
-            continue
-        prefix, ranges, suffix = m.groups()
-        for part in ranges.split(","):
-            lo, _, hi = part.partition("-")
-            for n in range(int(lo), int(hi or lo) + 1):
-                hosts.append(f"{prefix}{n:0{len(lo)}d}{suffix}")
-    return hosts
-
-
-def nodes_needed(cfg: RunConfig, device: str) -> int:
-    """Nodes a run needs: one on CPU; world_size / gpus_per_node (rounded up) on GPUs."""
-    if device != "cuda":
-        return 1
-    return -(-cfg.parallel.world_size // cfg.launch.gpus_per_node)
-
-
-def cluster_resources(cfg: RunConfig, device: str = "cuda") -> dict:
-    """What a SLURM job for this run asks for, derived from the run config (the slurm
-    profile reads this through the train rule's resources)."""
-    nodes = nodes_needed(cfg, device)
-    ranks_per_node = -(-cfg.parallel.world_size // nodes)
-    res = {"nodes": nodes, "tasks": 1, "runtime": cfg.launch.time_limit_min,
-           "cpus_per_task": ranks_per_node * (cfg.launch.cpus_per_rank if device == "cuda"
-                                              else (cfg.launch.threads_per_rank or 1)),
-           "mem_mb": ranks_per_node * (cfg.launch.mem_mb_per_rank if device == "cuda" else 2000)}
-    if device == "cuda":
-        res["gres"] = f"gpu:{ranks_per_node}"
-    return res
-
-
-def write_hostfile(hosts: list[str], slots: int, path: Path) -> Path:
-    path.write_text("".join(f"{h} slots={slots}\n" for h in hosts))
-    return path
+# the job resources of a run under SLURM (workflows/experiments.py reads them by this name)
+cluster_resources = job_resources
 
 
 def build_command(cfg: RunConfig, config_path: Path, out: Path, port: int,
                   env: dict[str, str] | None = None) -> list[str]:
-    """The launcher command. Inside a multi-node SLURM allocation (SLURM_JOB_NODELIST with
-    more than one host) the DeepSpeed launcher gets a hostfile of the job's nodes and starts
-    the ranks with srun (its slurm backend); otherwise it starts them on this machine."""
+    """The launcher command. Inside a SLURM job's batch script (not inside a job step) a run whose
+    ranks are srun tasks (codist.cluster.ranks_by_srun: multi-rank GPU runs, and CPU runs of
+    deepspeed or torchrun) starts them with one srun, one task per rank; otherwise the launcher
+    starts them on this machine."""
     env = os.environ if env is None else env
     world = str(cfg.parallel.world_size)
     entry = ["codist.train", "--config", str(config_path), "--out", str(out)]
-    hosts = expand_nodelist(env["SLURM_JOB_NODELIST"]) if env.get("SLURM_JOB_NODELIST") else []
+    if in_allocation(env) and cfg.parallel.world_size > 1:
+        device = resolve_device(cfg)
+        if ranks_by_srun(cfg, device):
+            return srun_command(cfg, device, entry, port, env["SLURM_JOB_ID"])
+    hosts = hostnames(env.get("SLURM_JOB_NODELIST", ""))
     if len(hosts) > 1:
-        check_launcher(cfg, "cpu", hosts)
-        if cfg.launch.launcher != "deepspeed":
-            raise ConfigError(f"launch.launcher={cfg.launch.launcher!r} across {len(hosts)} nodes: "
-                              f"multi-node runs use the DeepSpeed launcher; allowed: deepspeed")
-        per_node = cfg.parallel.world_size // len(hosts)
-        if per_node * len(hosts) != cfg.parallel.world_size:
-            raise ConfigError(f"parallel.world_size={world} does not fit {len(hosts)} nodes evenly")
-        hostfile = write_hostfile(hosts, per_node, out / "hostfile")
-        return [sys.executable, "-m", "deepspeed.launcher.runner", "--hostfile", str(hostfile),
-                "--num_nodes", str(len(hosts)), "--num_gpus", str(per_node), "--launcher", "slurm",
-                "--master_addr", hosts[0], "--master_port", str(port), "--module", *entry]
+        raise ConfigError(f"{len(hosts)} SLURM nodes (SLURM_JOB_NODELIST) but not in a job's batch script: "
+                          f"multi-node runs start their ranks with srun from the job's batch script "
+                          f"(snakemake --profile env/profiles/slurm, or sbatch codist run ...)")
     if cfg.launch.launcher in FORKING_LAUNCHERS:   # one process, the ranks forked from it (CPU only)
         return [sys.executable, "-m", "codist.fork_launcher", "--nprocs", world,
                 "--master_port", str(port), "--", *entry[1:]]
