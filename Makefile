@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 # worth it), so a rank alive always has a core of its own.
 CORES  ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: install test test-fast replicate verify dry-run bench clean-results
+.PHONY: install test test-fast test-slurm replicate verify dry-run bench clean-results
 
 $(STAMP): env/requirements.txt env/requirements-build.txt env/requirements-fairseq.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,13 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q -m "not slow"
+
+# The cluster path on a live scheduler: a throw-away single-node SLURM cluster (slurm-wlm and munge
+# from apt if missing; config, state and logs in a temp dir; daemons stopped by pid at the end),
+# then the tests marked slurm (tests/test_slurm.py). Needs root (apt, the daemons).
+test-slurm: $(STAMP)
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python tests/slurm/cluster.py run -- \
+		$(BIN)/python -m pytest -q -m slurm tests/test_slurm.py
 
 # Snakemake reuses what is up to date in results/ (a fresh clone has no runs/, so everything
 # trains); FRESH=1 retrains every run and redraws every figure from scratch.
