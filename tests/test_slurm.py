@@ -3,7 +3,7 @@ cluster and sets SLURM_CONF; without one these tests are skipped).
 
 Every job here goes through the real slurmctld/slurmd: sbatch with the geometry that
 snakemake-executor-plugin-slurm renders from the run's job resources, `codist run` in the batch
-script, the ranks as srun tasks, signals from scancel, SLURM's own time limit, requeue, and
+script, the ranks as srun tasks, signals from scancel, SLURM's own time limit, resubmission, and
 Snakemake with env/profiles/slurm. Results are compared with the same run trained locally.
 """
 from __future__ import annotations
@@ -150,7 +150,10 @@ def test_preempted_job_checkpoints_exits_3_and_resumes_when_resubmitted(referenc
     out, log = tmp_path / "run", tmp_path / "job.log"
     job = submit(tmp_path, RUN, out, log)
     wait_checkpoint(out, job)
-    slurm("scancel", "--signal=USR1", job)   # SLURM's preemption warning, to the job's steps (the ranks)
+    # SIGTERM to the batch script only (codist run): it reaches the ranks as SIGUSR1 through srun
+    # (codist.cluster.relay; srun answers SIGTERM itself by SIGKILLing the step). The figure test
+    # below sends SIGUSR1 to the job's steps (the ranks) instead.
+    slurm("scancel", "--batch", "--signal=TERM", job)
     assert wait_job(job) == ("FAILED", "3:0"), log.read_text()[-3000:]
     assert "preempted; checkpoint written" in log.read_text()
     stopped = json.loads((out / "checkpoint" / "latest.json").read_text())["step"]

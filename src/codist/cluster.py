@@ -147,17 +147,21 @@ def job_port(job_id: str | int) -> int:
 
 
 def srun_command(cfg: RunConfig, device: str, entry: list[str], port: int | None, job_id: str) -> list[str]:
-    """One srun job step whose tasks are the run's ranks (`python -m codist.train ...` each).
-    The geometry is the one the job asked for (job_resources); the rendezvous port is the
-    config's launch.master_port or one derived from the job id (`port` is ignored unless the
-    config set it: a port free on this host says nothing of the first node)."""
+    """One srun job step whose tasks are the run's ranks (`python -m codist.train ...` each),
+    started through `relay` (below). The geometry is the one the job asked for (job_resources);
+    the rendezvous port is the config's launch.master_port or one derived from the job id
+    (`port` is ignored: a port free on this host says nothing of the first node)."""
     res = job_resources(cfg, device)
     master_port = cfg.launch.master_port or job_port(job_id)
-    return ["srun", "--nodes", str(res["nodes"]), "--ntasks", str(cfg.parallel.world_size),
+    return [sys.executable, "-m", "codist.cluster", "relay", "--",
+            "srun", "--nodes", str(res["nodes"]), "--ntasks", str(cfg.parallel.world_size),
             "--ntasks-per-node", str(res["tasks_per_node"]), "--cpus-per-task", str(res["cpus_per_task"]),
+            # a rank's exit code 3 (preempted) must not kill the others mid-checkpoint
+            # (--kill-on-bad-exit); 60 s after the first rank ends, srun ends the rest (a crash)
+            "--kill-on-bad-exit=0", "--wait=60",
             # CODIST_OWNER names `codist run` by its pid on this node: a rank on another node would
             # think it gone; srun itself ends the step's tasks when it dies
-            "--kill-on-bad-exit=1", f"--export=ALL,MASTER_PORT={master_port},CODIST_OWNER=",
+            f"--export=ALL,MASTER_PORT={master_port},CODIST_OWNER=",
             sys.executable, "-m", *entry]
 
 
@@ -190,3 +194,29 @@ def rank_env(env: Mapping[str, str]) -> dict[str, str]:
 def apply_rank_env() -> None:
     """Set this process's torch.distributed variables if it is an srun task (idempotent)."""
     os.environ.update(rank_env(os.environ))
+
+
+# ------------------------------------------------------------------ srun's signals
+
+def relay(cmd: list[str]) -> int:
+    """Run `cmd` (an srun) and turn SIGTERM, SIGINT or SIGUSR1 sent to this process into one
+    SIGUSR1 to srun, which passes it on to every task: the ranks checkpoint and exit 3. (srun
+    itself answers SIGTERM by killing the step with SIGKILL: no checkpoint.) Returns srun's
+    exit code."""
+    import signal
+    proc = subprocess.Popen(cmd)
+
+    def stop(signum, frame):
+        try:
+            proc.send_signal(signal.SIGUSR1)
+        except ProcessLookupError:
+            pass
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
+        signal.signal(sig, stop)
+    return proc.wait()
+
+
+if __name__ == "__main__":
+    if sys.argv[1:3] != ["relay", "--"] or len(sys.argv) < 4:
+        sys.exit("usage: python -m codist.cluster relay -- srun ...")
+    sys.exit(relay(sys.argv[3:]))
