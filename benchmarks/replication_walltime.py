@@ -77,12 +77,13 @@ def run_table(results: Path) -> pd.DataFrame:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cores", type=int, default=os.cpu_count() or 2)
-    p.add_argument("--results", default=None, help="fresh results folder (default: a temporary one, removed after)")
+    p.add_argument("--results", default=None, help="results root without an embedded/ folder (default: a temporary "
+                   "one, removed after); `--results results` is `make replicate`, timed")
     p.add_argument("--out", default="results/bench")
     args = p.parse_args()
     tmp = Path(args.results) if args.results else Path(tempfile.mkdtemp(prefix="codist-replication-"))
-    if tmp.exists() and any(tmp.iterdir()):
-        raise SystemExit(f"{tmp} is not empty: the replication must start from nothing")
+    if (tmp / "embedded").exists():   # `--results results` (after removing results/embedded) regenerates the committed results
+        raise SystemExit(f"{tmp / 'embedded'} exists: the replication must start from nothing")
     tmp.mkdir(parents=True, exist_ok=True)
     log = Path(tempfile.gettempdir()) / f"replication_walltime_{os.getpid()}.log"
     load = benchlib.loadavg()
