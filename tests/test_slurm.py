@@ -62,8 +62,8 @@ def reference(tmp_path_factory):
 
 # ---------------------------------------------------------------- helpers
 
-def slurm(*args: str, timeout: float = 30) -> str:
-    out = subprocess.run(list(args), capture_output=True, text=True, timeout=timeout)
+def slurm(*args: str, timeout: float = 30, env: dict | None = None) -> str:
+    out = subprocess.run(list(args), capture_output=True, text=True, timeout=timeout, env=env)
     assert out.returncode == 0, f"{' '.join(args)}: {out.stderr.strip()}"
     return out.stdout
 
@@ -74,7 +74,7 @@ def sbatch_options(cfg: dict) -> list[str]:
     return sbatch_line(job_resources(config.validate(cfg), "cpu"), PARTITION)
 
 
-def submit(tmp_path: Path, cfg: dict, out: Path, log: Path) -> str:
+def submit(tmp_path: Path, cfg: dict, out: Path, log: Path, env: dict | None = None) -> str:
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(cfg))
     # what the plugin's job step does for a job with an `mpi` resource: the command in the batch
@@ -85,7 +85,7 @@ def submit(tmp_path: Path, cfg: dict, out: Path, log: Path) -> str:
               f"exec {PY} -m codist.cli run {path} --out {out}\n")
     (tmp_path / "job.sh").write_text(script)
     return slurm("sbatch", "--parsable", "--output", str(log), "-D", str(tmp_path), *sbatch_options(cfg),
-                 str(tmp_path / "job.sh")).strip().split(";")[0]
+                 str(tmp_path / "job.sh"), env=env).strip().split(";")[0]
 
 
 def job_state(job: str) -> tuple[str, str]:
@@ -144,6 +144,20 @@ def test_two_rank_run_from_srun_tasks_equals_a_local_run(reference, tmp_path):
     assert comparable(read_rows(out)) == comparable(read_rows(reference))
     assert json.loads((out / "summary.json").read_text())["final_metric"] == \
         json.loads((reference / "summary.json").read_text())["final_metric"]
+
+
+def test_warm_launcher_runs_in_one_task(reference, tmp_path):
+    """A CPU run with the warm launcher (the embedded experiments') asks for one task with all its
+    CPUs and forks its ranks there, from a warm server started inside the job."""
+    warm = deep_update(RUN, {"launch": {"launcher": "warm"}})
+    assert sbatch_options(warm)[-2:] == ["--ntasks=1", "--cpus-per-task=2"]
+    out, log = tmp_path / "run", tmp_path / "job.log"
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path), "CODIST_WARM_IDLE_S": "5"}
+    job = submit(tmp_path, warm, out, log, env=env)
+    assert wait_job(job) == ("COMPLETED", "0:0"), log.read_text()[-3000:]
+    assert srun_steps(job) == []   # no job step: the ranks were forked in the batch script
+    assert json.loads((out / "manifest.json").read_text())["launcher"] == "warm"
+    assert comparable(read_rows(out)) == comparable(read_rows(reference))
 
 
 def test_preempted_job_checkpoints_exits_3_and_resumes_when_resubmitted(reference, tmp_path):
