@@ -3,7 +3,6 @@ run's saved models, and how the workflow orders the two runs."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 import torch
