@@ -5,14 +5,16 @@ workflow itself and the analysis jobs.
 
 Runs the default replication (the venv's Snakemake with `make replicate`'s settings: the local
 profile and --cores N, default the machine's cores; every figure at the embedded scale) into a
-fresh results folder (`--config results=<tmp>`; the committed results/ are never touched), in
-two timed phases so that training and analysis are separated by Snakemake itself rather than
-by reading logs:
-  1. `snakemake --until train`: every run's config and the runs;
-  2. `snakemake`: what is left: the figure manifests, aggregation, plots, claims, notebooks.
-Before them, `snakemake -n` on the same empty folder times Snakemake's own start-up (parsing
-the workflow and building the job graph). A single `snakemake` pays it once, the two phases
-twice, so the total reported is phase 1 + phase 2 - one start-up.
+fresh results folder (`--config results=<tmp>`; the committed results/ are never touched) with
+one timed `snakemake` call. Training and analysis interleave (a figure is drawn as soon as its
+runs are done), so the split is: phase 1 = start to the last run's summary.json, phase 2 (the
+analysis left after it) = the rest. (A separate `--until train` phase trips Snakemake's issue
+#823 on the teacher -> student edge of two-phase distillation.) `snakemake -n` on the same empty
+folder times Snakemake's own start-up (inside phase 1).
+
+`--summarize DIR --wall-s S` splits a replication that already ran into DIR (e.g. `make
+replicate`, timed with /usr/bin/time) without running it again: phase 1 then is S less the
+analysis time given by `--analysis-s`.
 
 Runs overlap (several jobs on the cores), so phase 1 is split in core-seconds: each run holds
 its Snakemake threads (ranks x threads per rank) for its `elapsed_s`, split by its summary into
@@ -79,23 +81,33 @@ def main() -> None:
     p.add_argument("--cores", type=int, default=os.cpu_count() or 2)
     p.add_argument("--results", default=None, help="results root without an embedded/ folder (default: a temporary "
                    "one, removed after); `--results results` is `make replicate`, timed")
+    p.add_argument("--summarize", default=None, help="a results root whose replication already ran: split it only")
+    p.add_argument("--wall-s", type=float, default=None, help="with --summarize: its measured wall time")
+    p.add_argument("--analysis-s", type=float, default=0.0, help="with --summarize: its analysis time after the runs")
+    p.add_argument("--note", default="", help="with --summarize: how the wall time was measured")
     p.add_argument("--out", default="results/bench")
     args = p.parse_args()
-    tmp = Path(args.results) if args.results else Path(tempfile.mkdtemp(prefix="codist-replication-"))
-    if (tmp / "embedded").exists():   # `--results results` (after removing results/embedded) regenerates the committed results
-        raise SystemExit(f"{tmp / 'embedded'} exists: the replication must start from nothing")
-    tmp.mkdir(parents=True, exist_ok=True)
-    log = Path(tempfile.gettempdir()) / f"replication_walltime_{os.getpid()}.log"
     load = benchlib.loadavg()
-    t0 = time.perf_counter()
-    startup = snakemake(["-n", "--quiet"], args.cores, tmp, log)
-    train = snakemake(["--until", "train"], args.cores, tmp, log)
-    analysis = snakemake([], args.cores, tmp, log)
-    measured = time.perf_counter() - t0
+    if args.summarize:
+        if args.wall_s is None:
+            raise SystemExit("--summarize needs --wall-s (the replication's measured wall time)")
+        tmp, startup, measured = Path(args.summarize), 0.0, args.wall_s
+        train, analysis, log = args.wall_s - args.analysis_s, args.analysis_s, "(not run here)"
+    else:
+        tmp = Path(args.results) if args.results else Path(tempfile.mkdtemp(prefix="codist-replication-"))
+        if (tmp / "embedded").exists():   # `--results results` (without results/embedded) regenerates the committed results
+            raise SystemExit(f"{tmp / 'embedded'} exists: the replication must start from nothing")
+        tmp.mkdir(parents=True, exist_ok=True)
+        log = Path(tempfile.gettempdir()) / f"replication_walltime_{os.getpid()}.log"
+        startup = snakemake(["-n", "--quiet"], args.cores, tmp, log)
+        t_start = time.time()
+        measured = snakemake([], args.cores, tmp, log)
+        last_run = max(p.stat().st_mtime for p in (tmp / "embedded" / "runs").glob("*/summary.json"))
+        train, analysis = last_run - t_start, measured - (last_run - t_start)
 
     rd = run_table(tmp)
     held = {k: float((rd[k] * rd.cores).sum()) for k in ("setup_s", "wall_s", "eval_s", "tail_s", "elapsed_s")}
-    single = train + analysis - startup   # one `snakemake` pays one start-up; phase 2 paid a second one
+    single = train + analysis
     budget = single * args.cores          # the replication's core-seconds
     parts = [
         ("run start-up (setup_s x cores held)", held["setup_s"], float(rd.setup_s.sum()),
@@ -106,23 +118,24 @@ def main() -> None:
          "between-update stop flag / heartbeat / progress bar, final model save and summary"),
         ("workflow overhead and idle cores in phase 1", train * args.cores - held["elapsed_s"], None,
          "Snakemake scheduling, config rules, process start and teardown around each run, idle cores"),
-        ("analysis (phase 2 - one Snakemake start-up, all cores)", (analysis - startup) * args.cores, analysis - startup,
-         "figure manifests, aggregate, plots, claims, notebooks"),
+        ("analysis after the last run (all cores)", analysis * args.cores, analysis,
+         "figure manifests, aggregate, plots, claims, notebooks (those drawn earlier count in phase 1)"),
     ]
     rows = [{"part": name, "core_seconds": round(cs, 1), "share_of_total": round(cs / budget, 4),
              "seconds": None if sec is None else round(sec, 1), "note": note} for name, cs, sec, note in parts]
-    rows.append({"part": f"total: one snakemake --cores {args.cores} (phase 1 + phase 2 - one start-up)",
+    rows.append({"part": f"total: one snakemake --cores {args.cores}",
                  "core_seconds": round(budget, 1), "share_of_total": 1.0, "seconds": round(single, 1),
-                 "note": f"{len(rd)} runs; load average at start {load}; measured wall of the benchmark {measured:.1f} s"})
-    rows.append({"part": "Snakemake start-up (dry run on the empty folder; inside the workflow overhead)",
-                 "core_seconds": None, "share_of_total": None, "seconds": round(startup, 1),
-                 "note": "parse the workflow and build the job graph; not added to the total"})
+                 "note": f"{len(rd)} runs; load average at the end {load}; {args.note or 'timed by this script'}"})
+    if not args.summarize:
+        rows.append({"part": "Snakemake start-up (dry run on the empty folder; inside the workflow overhead)",
+                     "core_seconds": None, "share_of_total": None, "seconds": round(startup, 1),
+                     "note": "parse the workflow and build the job graph; not added to the total"})
     table = pd.DataFrame(rows)
     benchlib.write_csv(table, args.out, "replication_walltime.csv")
     benchlib.write_csv(rd, args.out, "replication_walltime_runs.csv")
     print(table.to_markdown(index=False, floatfmt=".2f"))
     print(f"phase 1 {train:.1f} s, phase 2 {analysis:.1f} s; snakemake log: {log}")
-    if not args.results:
+    if not args.results and not args.summarize:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
