@@ -34,8 +34,9 @@ TIMING = re.compile(r"_s(_|$)")   # a column measured in seconds
 
 def regenerate(scale: str, results: Path, cores: int, targets: list[str]) -> None:
     exe = Path(sys.executable).parent / "snakemake"
-    cmd = [str(exe), "--profile", "env/profiles/local", "--cores", str(cores),
-           "--config", f"results={results}", f"scale={scale}", *(str(results / scale / t) for t in targets)]
+    # targets before --config, which takes every key=value that follows it
+    cmd = [str(exe), *(str(results / scale / t) for t in targets), "--profile", "env/profiles/local",
+           "--cores", str(cores), "--config", f"results={results}", f"scale={scale}"]
     print("$", " ".join(cmd), flush=True)
     if subprocess.run(cmd, cwd=ROOT).returncode != 0:
         raise SystemExit("verify: the regeneration failed (see Snakemake's output above)")

@@ -112,6 +112,7 @@ def build_command(cfg: RunConfig, config_path: Path, out: Path, port: int,
         if ranks_by_srun(cfg, device):
             return srun_command(cfg, device, entry, port, env["SLURM_JOB_ID"])
     hosts = hostnames(env.get("SLURM_JOB_NODELIST", ""))
+    check_launcher(cfg, "cpu", hosts)   # fork/warm across nodes: name the launcher first
     if len(hosts) > 1:
         raise ConfigError(f"{len(hosts)} SLURM nodes (SLURM_JOB_NODELIST) but not in a job's batch script: "
                           f"multi-node runs start their ranks with srun from the job's batch script "
