@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -31,6 +30,7 @@ import pandas as pd
 import yaml
 
 import benchlib
+from codist.warm_client import stop_servers
 
 RUN = {"workload": {"name": "cifar", "dataset": "embedded", "arch": "resnet8", "width": 8, "image_size": 12,
                     "train_size": 2000, "val_size": 500},
@@ -53,16 +53,6 @@ def one_run(folder: Path, launcher: str, world: int, rep: int, env: dict) -> dic
     s = json.loads((out / "summary.json").read_text())
     return {"launcher": launcher, "world_size": world, "repeat": rep, "setup_s": s["setup_s"],
             "wall_s": s["wall_s"], "elapsed_s": s["elapsed_s"], "loadavg": load}
-
-
-def stop_servers(runtime: Path) -> None:
-    for lock in runtime.glob("codist-warm-*/*.lock"):
-        text = lock.read_text().strip()
-        if text:
-            try:
-                os.kill(int(text), signal.SIGTERM)
-            except ProcessLookupError:
-                pass
 
 
 def main() -> None:

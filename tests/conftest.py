@@ -33,13 +33,8 @@ def warm_dir(tmp_path, monkeypatch):
     folder.mkdir()
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(folder))
     yield folder / f"codist-warm-{os.getuid()}"
-    for lock in folder.glob("codist-warm-*/*.lock"):
-        text = lock.read_text().strip()
-        if text:
-            try:
-                os.kill(int(text), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    from codist.warm_client import stop_servers
+    stop_servers(folder, signal.SIGKILL)
 
 
 def deep_update(base: dict, extra: dict) -> dict:
@@ -103,3 +98,11 @@ def gone(pid: int) -> bool:
         return open(f"/proc/{pid}/stat").read().split(")")[-1].split()[0] in ("Z", "X")
     except FileNotFoundError:
         return True
+
+
+def wait_gone(pids, timeout=90.0) -> bool:
+    """Wait until every process in `pids` has exited; True if they all did within `timeout`."""
+    deadline = time.time() + timeout
+    while not all(gone(p) for p in pids) and time.time() < deadline:
+        time.sleep(0.1)
+    return all(gone(p) for p in pids)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import TINY, deep_update, gone, read_rows, read_summary
+from conftest import TINY, deep_update, wait_gone, read_rows, read_summary
 from conftest import start_cli_run as start
 
 from codist import config, launch
@@ -38,13 +38,6 @@ def wait_for_step(out: Path, proc, world: int, at_least: int, timeout=180) -> li
         assert proc.poll() is None, f"run ended early: {proc.stdout.read()[-2000:]}"
         time.sleep(0.05)
     raise AssertionError("the ranks made no progress in time")
-
-
-def wait_gone(pids, timeout=90.0) -> bool:
-    deadline = time.time() + timeout
-    while not all(gone(p) for p in pids) and time.time() < deadline:
-        time.sleep(0.1)
-    return all(gone(p) for p in pids)
 
 
 def test_out_that_is_a_file_is_one_line(tmp_path):

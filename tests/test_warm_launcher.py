@@ -5,11 +5,10 @@ import json
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
 import pytest
-from conftest import TINY, deep_update, gone, launch_run, read_rows, read_summary, wait_for_checkpoint
+from conftest import TINY, deep_update, gone, wait_gone, launch_run, read_rows, read_summary, wait_for_checkpoint
 from conftest import start_cli_run as start
 
 from codist import config, launch
@@ -39,13 +38,6 @@ def comparable(rows):
 
 def rank_pids(out: Path, world: int) -> list[int]:
     return [json.loads((out / ".ranks" / f"rank-{r}.json").read_text())["pid"] for r in range(world)]
-
-
-def wait_gone(pids, timeout=60.0) -> bool:
-    deadline = time.time() + timeout
-    while not all(gone(p) for p in pids) and time.time() < deadline:
-        time.sleep(0.1)
-    return all(gone(p) for p in pids)
 
 
 def test_the_server_key_follows_the_code_and_the_import_environment(tmp_path):

@@ -162,16 +162,23 @@ def _status(status: int) -> int:
     return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
 
 
+def sigchld_wakeup() -> tuple[int, int]:
+    """(read, write) ends of a pipe that every signal, SIGCHLD included, writes a byte to: a
+    select() on the read end wakes when a child exits (the warm server's and supervisor's waits)."""
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda s, f: None)   # a handler, so the signal reaches the wakeup fd
+    return wake_r, wake_w
+
+
 class OwnerWatch:
     """The warm server's client connection: it sends nothing after its request, so the socket
     turns readable only when the client is gone. SIGCHLD wakes the wait through a pipe."""
 
     def __init__(self, owner):
         self.owner, self.gone = owner, False
-        self.wake_r, wake_w = os.pipe()
-        os.set_blocking(wake_w, False)
-        signal.set_wakeup_fd(wake_w)
-        signal.signal(signal.SIGCHLD, lambda s, f: None)
+        self.wake_r, _ = sigchld_wakeup()
 
     def wait(self, timeout: float) -> bool:
         """Block until a child may have exited or `timeout`; True once the owner has gone."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import select
+import signal
 import socket
 import subprocess
 import sys
@@ -31,6 +32,18 @@ def runtime_dir() -> Path:
     path = Path(base) / f"codist-warm-{os.getuid()}"
     path.mkdir(mode=0o700, exist_ok=True)
     return path
+
+
+def stop_servers(runtime: Path, sig: int = signal.SIGTERM) -> None:
+    """Signal every warm server whose lock file lies under `runtime` (an XDG_RUNTIME_DIR): a
+    server writes its pid into its socket's .lock. For tests and benchmarks with a private one."""
+    for lock in runtime.glob("codist-warm-*/*.lock"):
+        text = lock.read_text().strip()
+        if text.isdigit():
+            try:
+                os.kill(int(text), sig)
+            except ProcessLookupError:
+                pass
 
 
 def server_key(env: dict[str, str]) -> str:
@@ -103,7 +116,7 @@ class WarmRun:
     def _orphaned(self) -> int:
         print(f"codist: the warm server ended before run {self.pid} did; stopping it", file=sys.stderr)
         try:
-            os.killpg(self.pid, 9)
+            os.killpg(self.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
         return 1

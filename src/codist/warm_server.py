@@ -108,7 +108,6 @@ class Server:
             os.environ.clear()
             os.environ.update(request["env"])
             os.chdir(request["cwd"])
-            sys.argv = [fork_launcher.__file__, *request["argv"]]
             code = fork_launcher.main(request["argv"], owner=conn)
         except BaseException:
             traceback.print_exc()
@@ -180,10 +179,7 @@ class Server:
         inode = self.path.stat().st_ino
         print(f"codist.warm_server: pid {os.getpid()} listening on {self.path}", file=sys.stderr, flush=True)
         fork_launcher.preload([])   # torch, deepspeed, codist.train; clients queue meanwhile
-        self.wake_r, self.wake_w = os.pipe()
-        os.set_blocking(self.wake_w, False)
-        signal.set_wakeup_fd(self.wake_w)
-        signal.signal(signal.SIGCHLD, lambda s, f: None)   # wakes select via the wakeup fd
+        self.wake_r, self.wake_w = fork_launcher.sigchld_wakeup()
 
         def stop(signum, frame):
             self.stopping = True
