@@ -49,7 +49,7 @@ def build_engine(cfg: RunConfig, topo: Topology, model: torch.nn.Module):
     ds_logger.setLevel(logging.WARNING)
     optimizer = build_optimizer(model.parameters(), cfg.optimizer)
     scheduler = build_scheduler(optimizer, cfg.schedule, cfg.train.steps)
-    with without_fairseq(cfg.workload.name != "translation"):
+    with without_fairseq(not cfg.workload.needs_fairseq):
         engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler,
                                                config=deepspeed_config(cfg), mpu=topo.mpu())
     if topo.ranks_per_model == 1:

@@ -70,14 +70,14 @@ def preload(train_args: list[str]) -> None:
     from deepspeed.runtime.engine import DeepSpeedEngine  # noqa: F401
     import torch.utils.cpp_extension  # noqa: F401  (setuptools: DeepSpeed loads its CPU comm op with it)
     from . import engine, train
-    workload = None
+    workload = None   # the run's `workload:` section
     try:   # none for a warm server's first preload
         from . import config as config_mod
         if train_args:
-            workload = config_mod.load(train.parse_args(train_args).config).workload.name
+            workload = config_mod.load(train.parse_args(train_args).config).workload
     except (Exception, SystemExit):   # the rank reports a bad config itself, with its own error path
         pass
-    if not hasattr(engine, "without_fairseq") or workload == "translation":
+    if not hasattr(engine, "without_fairseq") or (workload is not None and workload.needs_fairseq):
         import logging
         root = logging.getLogger()
         level, handlers = root.level, list(root.handlers)
@@ -89,7 +89,7 @@ def preload(train_args: list[str]) -> None:
         root.handlers[:] = handlers
     if workload is not None:
         from .workloads import workload_class
-        workload_class(workload)
+        workload_class(workload.name)
     warm_deepspeed_ops()
 
 

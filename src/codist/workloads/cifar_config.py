@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, StrictInt, model_validator
+from pydantic import Field, StrictInt, model_validator
 
-from .schema import SECTION_CONFIG
+from .schema import WorkloadSection
 
 CIFAR_CLASSES = {"cifar10": 10, "cifar100": 100}
 
@@ -26,7 +26,7 @@ def layout_text(dataset: str) -> str:
     )
 
 
-class CifarConfig(BaseModel):
+class CifarConfig(WorkloadSection):
     """The `workload:` section for `name: cifar`.
 
     `classes`, `image_size`, `train_size`, `val_size`, `label_noise` and `data_seed` shape
@@ -34,7 +34,6 @@ class CifarConfig(BaseModel):
     depend on these knobs alone, never on the run seed.
     """
 
-    model_config = SECTION_CONFIG
 
     name: Literal["cifar"] = "cifar"
     dataset: Literal["embedded", "cifar10", "cifar100"] = "embedded"

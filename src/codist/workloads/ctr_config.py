@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, StrictInt, model_validator
+from pydantic import Field, StrictInt, model_validator
 
-from .schema import SECTION_CONFIG
+from .schema import WorkloadSection
 
 #: number of integer ("dense") and categorical features of a Criteo line
 DENSE_FEATURES = 13
@@ -42,7 +42,7 @@ EMBEDDED_CATEGORIES = 100
 Width = Annotated[StrictInt, Field(ge=1)]
 
 
-class CtrConfig(BaseModel):
+class CtrConfig(WorkloadSection):
     """The `workload:` section for `name: ctr`.
 
     Model (both data sets): one embedding table of `hash_buckets` rows x `embedding_dim` per
@@ -61,7 +61,6 @@ class CtrConfig(BaseModel):
     for criteo only.
     """
 
-    model_config = SECTION_CONFIG
 
     name: Literal["ctr"] = "ctr"
     dataset: Literal["embedded", "criteo"] = "embedded"

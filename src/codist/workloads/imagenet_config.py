@@ -3,15 +3,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, StrictInt, model_validator
+from pydantic import Field, StrictInt, model_validator
 
-from .schema import SECTION_CONFIG
+from .schema import WorkloadSection
 
 IMAGEFOLDER_LAYOUT = ("<data_dir>/train/<class>/<image> and <data_dir>/val/<class>/<image> "
                       "(torchvision ImageFolder; the same class folders in both)")
 
 
-class ImagenetConfig(BaseModel):
+class ImagenetConfig(WorkloadSection):
     """ImageNet classification with a torchvision ResNet (full: ResNet-50, Goyal et al. 2017).
 
     `embedded` generates a small image task in-process (the generator of the cifar workload at
@@ -19,7 +19,6 @@ class ImagenetConfig(BaseModel):
     ResNet. The torchvision architectures also run on it (they downsample 32x, so on 24-pixel
     images they are only useful to measure communication of the real model sizes).
     """
-    model_config = SECTION_CONFIG
 
     name: Literal["imagenet"] = "imagenet"
     dataset: Literal["embedded", "imagefolder"] = "embedded"

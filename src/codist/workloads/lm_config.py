@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, StrictInt, model_validator
+from pydantic import Field, StrictInt, model_validator
 
-from .schema import SECTION_CONFIG
+from .schema import WorkloadSection
 
 #: files under `data_dir` read as shards (recursively, sorted by path; hidden folders skipped)
 TEXT_SHARD_PATTERNS = ("*.txt", "*.txt.gz", "*.wet", "*.wet.gz")
@@ -39,7 +39,7 @@ ANIL_VOCAB_SIZE = 24006
 BYTES_VOCAB_SIZE = 257
 
 
-class LmConfig(BaseModel):
+class LmConfig(WorkloadSection):
     """The `workload:` section for `name: lm`.
 
     Keys of the other data set are ignored (as in `cifar`): `vocab`, `states`, `zipf`,
@@ -48,7 +48,6 @@ class LmConfig(BaseModel):
     text data only. `seq_len`, `val_seq_len`, `val_tokens` and the model keys apply to both.
     """
 
-    model_config = SECTION_CONFIG
 
     name: Literal["lm"] = "lm"
     dataset: Literal["embedded", "text"] = "embedded"

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, StrictInt, model_validator
+from pydantic import Field, StrictInt, model_validator
 
-from .schema import SECTION_CONFIG
+from .schema import WorkloadSection
 
 #: what `data_dir` must hold for `dataset: fairseq` (fairseq-preprocess's output folder)
 FAIRSEQ_LAYOUT = (
@@ -40,7 +40,7 @@ FAIRSEQ_DEFAULTS = {"arch": "transformer_vaswani_wmt_en_de_big", "gen_max_len_a"
                     "max_len": 1022}
 
 
-class TranslationConfig(BaseModel):
+class TranslationConfig(WorkloadSection):
     """The `workload:` section for `name: translation`.
 
     Training batches hold `train.batch_per_rank` sentence pairs each (not a token budget like
@@ -50,8 +50,7 @@ class TranslationConfig(BaseModel):
     `pairs`, `val_pairs`, `vocab`, `min_len`, `synonym_fraction`, `synonym_prob` and
     `data_seed` shape the embedded corpus only; they never depend on the run seed.
     """
-
-    model_config = SECTION_CONFIG
+    needs_fairseq = True   # fairseq models, data and generation
 
     name: Literal["translation"] = "translation"
     dataset: Literal["embedded", "fairseq"] = "embedded"
