@@ -10,18 +10,28 @@ STAMP  := $(VENV)/.installed
 # worth it), so a rank alive always has a core of its own.
 CORES  ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: install test test-fast test-slurm replicate verify dry-run bench clean-results
+.PHONY: install lock test test-fast test-slurm replicate verify dry-run bench clean-results
 
-$(STAMP): env/requirements.txt env/requirements-build.txt env/requirements-fairseq.txt pyproject.toml
+# env/install.sh is the install of every documented route (the lock, then fairseq-fixed without
+# build isolation, then codist); make runs it in a fresh venv.
+$(STAMP): env/install.sh env/requirements.lock env/requirements-fairseq.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -r env/requirements.txt
-	$(BIN)/pip install -q -r env/requirements-build.txt
-	$(BIN)/pip install -q --no-build-isolation -r env/requirements-fairseq.txt
-	$(BIN)/pip install -q --no-deps -e .
+	PIP_QUIET=1 sh env/install.sh $(BIN)/python
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# env/requirements.lock from env/requirements*.txt, at the versions installed in .venv (so the lock
+# is the tested environment; edit a pin, install it, then `make lock`). Needs uv (`pip install uv`).
+# Resolves for this platform (Linux x86_64, Python 3.11); fairseq-fixed's metadata is built with
+# .venv's torch, and fairseq-fixed itself is left out (env/install.sh builds it after the lock).
+lock:
+	$(BIN)/pip freeze --all --exclude-editable | grep -v '^fairseq-fixed==' > $(VENV)/installed.txt
+	uv pip compile -q --python $(BIN)/python --constraint $(VENV)/installed.txt \
+		--no-build-isolation-package fairseq-fixed --no-emit-package fairseq-fixed \
+		--custom-compile-command "make lock" --no-annotate \
+		env/requirements.txt env/requirements-build.txt env/requirements-fairseq.txt -o env/requirements.lock
 
 test: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q
