@@ -4,8 +4,9 @@
     snakemake --profile env/profiles/local # the same with the local profile's settings
     snakemake --config scale=full ...      # the papers' own setups (a cluster profile)
 
-Config keys: scale (default embedded), results (output root, default results),
-replications (folder of <paper>/experiments.yaml, default the repository's).
+Config keys: scale (embedded | full, default embedded), results (output root, default results),
+replications (folder of <paper>/experiments.yaml, default the repository's); any other key or
+value fails at once (schema: workflows/workflow_config.py).
 The rules live in workflows/*.smk; what runs for which figure is in replications/.
 """
 

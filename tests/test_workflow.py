@@ -145,6 +145,15 @@ def dry_run(workdir: Path, *args: str) -> tuple[int, str, dict[str, int]]:
     return proc.returncode, out, counts
 
 
+@pytest.mark.parametrize("setting, message", [
+    ("scale=ful", "--config scale='ful': expected one of embedded, full"),
+    ("scal=full", "--config: unknown key 'scal'; allowed keys: scale, results, replications"),
+])
+def test_a_bad_config_key_or_value_fails_at_once_naming_what_is_allowed(tmp_path, setting, message):
+    rc, out, counts = dry_run(tmp_path, "--config", setting)
+    assert rc != 0 and message in out and not counts, out
+
+
 def test_default_target_with_the_local_profile(tmp_path):
     """One dry run checks both the default target and that the local profile is usable."""
     rc, out, counts = dry_run(tmp_path, "--profile", str(ROOT / "env/profiles/local"))

@@ -13,10 +13,15 @@ from snakemake.exceptions import WorkflowError
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflows"))
 from experiments import KINDS, ExperimentsError, load_plan, manifest_text
+from workflow_config import WorkflowConfigError, check
 
-SCALE = str(config.get("scale", "embedded"))
-RESULTS = str(config.get("results", "results"))
-REPLICATIONS = str(config.get("replications", Path(workflow.basedir) / "replications"))
+try:   # --config keys and values (workflows/workflow_config.py): a typo fails here, naming what is allowed
+    CONFIG = check(config)
+except WorkflowConfigError as e:
+    raise WorkflowError(str(e)) from None
+SCALE = CONFIG.scale
+RESULTS = CONFIG.results
+REPLICATIONS = CONFIG.replications or str(Path(workflow.basedir) / "replications")
 PYTHON = sys.executable  # the interpreter running Snakemake: the one codist is installed in
 ANALYSIS = Path(workflow.basedir) / "analysis"
 

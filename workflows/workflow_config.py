@@ -1,0 +1,46 @@
+"""The schema of the workflow's `--config` keys (and of a `--configfile`).
+
+Snakemake accepts any key=value; the Snakefile checks them here before planning, so a misspelt
+key or a scale that does not exist (`scale=ful`) fails at once, naming the key and what is
+allowed, instead of silently running the default scale.
+"""
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from codist.config import RunConfig
+
+#: the scales a run config knows (codist.config: RunConfig.scale)
+SCALES = get_args(RunConfig.model_fields["scale"].annotation)
+
+
+class WorkflowConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    scale: Literal[SCALES] = Field("embedded", description="which scale's runs every figure uses")
+    results: str = Field("results", min_length=1, description="output root: results/<scale>/...")
+    replications: str | None = Field(None, min_length=1,
+                                     description="folder of <paper>/experiments.yaml (default: the repository's)")
+
+
+class WorkflowConfigError(ValueError):
+    """A bad --config key or value; the message is one line naming it and what is allowed."""
+
+
+def check(config: dict) -> WorkflowConfig:
+    try:
+        return WorkflowConfig.model_validate(dict(config))
+    except ValidationError as e:
+        allowed_keys = ", ".join(WorkflowConfig.model_fields)
+        lines = []
+        for err in e.errors():
+            key = ".".join(str(p) for p in err["loc"])
+            if err["type"] == "extra_forbidden":
+                lines.append(f"--config: unknown key {key!r}; allowed keys: {allowed_keys}")
+            elif key == "scale":
+                lines.append(f"--config scale={err['input']!r}: expected one of {', '.join(SCALES)}")
+            else:
+                lines.append(f"--config {key}={err['input']!r}: {err['msg']}")
+        raise WorkflowConfigError("\n".join(lines)) from None
