@@ -26,12 +26,14 @@ install: $(STAMP)
 # is the tested environment; edit a pin, install it, then `make lock`). Needs uv (`pip install uv`).
 # Resolves for this platform (Linux x86_64, Python 3.11); fairseq-fixed's metadata is built with
 # .venv's torch, and fairseq-fixed itself is left out (env/install.sh builds it after the lock).
+# Then env/environment.yml is rewritten from the lock.
 lock:
 	$(BIN)/pip freeze --all --exclude-editable | grep -v '^fairseq-fixed==' > $(VENV)/installed.txt
 	uv pip compile -q --python $(BIN)/python --constraint $(VENV)/installed.txt \
 		--no-build-isolation-package fairseq-fixed --no-emit-package fairseq-fixed \
 		--custom-compile-command "make lock" --no-annotate \
 		env/requirements.txt env/requirements-build.txt env/requirements-fairseq.txt -o env/requirements.lock
+	$(BIN)/python env/conda_env.py   # env/environment.yml: the lock's pins inline
 
 test: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q

@@ -10,6 +10,9 @@ value fails at once (schema: workflows/workflow_config.py).
 The rules live in workflows/*.smk; what runs for which figure is in replications/.
 """
 
+report: "workflows/report/workflow.rst"   # the report's front page; each figure and table has its caption there too
+
+
 include: "workflows/common.smk"
 include: "workflows/train.smk"
 include: "workflows/analysis.smk"

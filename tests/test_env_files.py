@@ -9,6 +9,7 @@ the README, and the metadata of the environment running the tests.
 from __future__ import annotations
 
 import re
+import sys
 import tomllib
 from importlib import metadata
 from pathlib import Path
@@ -102,12 +103,25 @@ def test_every_route_runs_the_install_script_with_the_fairseq_step():
                      '"$PY" -m pip install --no-build-isolation --no-deps -r env/requirements-fairseq.txt',
                      '"$PY" -m pip install --no-deps -e .'], steps
     assert re.search(r"^\t.*sh env/install\.sh \$\(BIN\)/python$", (ROOT / "Makefile").read_text(), re.M)
-    conda = yaml.safe_load((ENV / "environment.yml").read_text())
-    pip_section = next(d["pip"] for d in conda["dependencies"] if isinstance(d, dict))
-    assert pip_section == ["-r requirements.lock"] and "python=3.11" in conda["dependencies"]
     readme = (ROOT / "README.md").read_text()
     assert "conda env create -f env/environment.yml && conda activate codist && sh env/install.sh python" in readme
     # every README line that installs the requirement files also runs the fairseq step
     for line in readme.splitlines():
         if "pip install -r env/requirements" in line:
             assert "--no-build-isolation -r env/requirements-fairseq.txt" in line, line
+
+
+def test_the_conda_environment_is_the_lock_and_its_post_deploy_builds_fairseq():
+    """env/environment.yml carries the lock inline (Snakemake copies it elsewhere, so no -r path);
+    env/environment.post-deploy.sh, which Snakemake runs in an env it created, builds fairseq."""
+    sys.path.insert(0, str(ENV))
+    from conda_env import environment_yml
+    text = (ENV / "environment.yml").read_text()
+    assert text == environment_yml(), "env/environment.yml is not what `make lock` writes from the lock"
+    conda = yaml.safe_load(text)
+    pip_section = next(d["pip"] for d in conda["dependencies"] if isinstance(d, dict))
+    assert {canonicalize_name(p.split("==")[0]): p.split("==")[1] for p in pip_section} == lock()
+    assert "python=3.11" in conda["dependencies"]
+    fairseq = next(r for r in requirement_lines(ENV / "requirements-fairseq.txt") if r.name == FAIRSEQ)
+    post = (ENV / "environment.post-deploy.sh").read_text()
+    assert f"python -m pip install --no-build-isolation --no-deps {fairseq}\n" in post

@@ -9,11 +9,14 @@ rule figure_runs:
     """(series, seed) -> run id and run directory, with the figure's title and source."""
     output:
         f"{RESULTS}/{{scale}}/{{paper}}/{{figure}}_runs.json",
+    log:
+        f"{RESULTS}/{{scale}}/logs/{{paper}}/{{figure}}_runs.log",
     params:
         text=lambda wc: manifest_text(PLAN, wc.paper, wc.figure, RESULTS),
+    conda: CONDA_ENV
     localrule: True
     shell:
-        "printf '%s' {params.text:q} > {output:q}.tmp && mv {output:q}.tmp {output:q}"
+        "(printf '%s' {params.text:q} > {output:q}.tmp && mv {output:q}.tmp {output:q}) 2> {log:q}"
 
 
 rule aggregate:
@@ -28,9 +31,13 @@ rule aggregate:
         curves=f"{RESULTS}/{{scale}}/{{paper}}/{{figure}}_curves.csv",
     log:
         f"{RESULTS}/{{scale}}/logs/{{paper}}/{{figure}}_aggregate.log",
+    params:
+        python=PYTHON,
+        script=ANALYSIS / "aggregate.py",
+    conda: CONDA_ENV
     localrule: True
     shell:
-        "{PYTHON:q} {ANALYSIS}/aggregate.py --runs {input.runs:q} --table {output.table:q}"
+        "{params.python:q} {params.script:q} --runs {input.runs:q} --table {output.table:q}"
         " --markdown {output.markdown:q} --curves {output.curves:q} > {log:q} 2>&1"
 
 
@@ -42,22 +49,21 @@ rule paper_table:
         curves=f"{RESULTS}/{{scale}}/{{paper}}/{{figure}}_curves.csv",
     output:
         values=f"{RESULTS}/{{scale}}/{{paper}}/{{figure}}_values.csv",
-        paper=f"{RESULTS}/{{scale}}/{{paper}}/{{figure}}_paper.csv",
+        paper=report(f"{RESULTS}/{{scale}}/{{paper}}/{{figure}}_paper.csv", caption="report/paper_table.rst",
+                     category="{paper}", subcategory="tables", labels={"table": "{figure}"}),
         markdown=f"{RESULTS}/{{scale}}/{{paper}}/{{figure}}_paper.md",
     log:
         f"{RESULTS}/{{scale}}/logs/{{paper}}/{{figure}}_paper_table.log",
+    params:
+        python=PYTHON,
+        script=ANALYSIS / "paper_table.py",
+        caption=figure_caption_params,
+    conda: CONDA_ENV
     localrule: True
     shell:
-        "{PYTHON:q} {ANALYSIS}/paper_table.py --runs {input.runs:q} --table {input.table:q}"
+        "{params.python:q} {params.script:q} --runs {input.runs:q} --table {input.table:q}"
         " --curves {input.curves:q} --values {output.values:q} --paper {output.paper:q}"
         " --markdown {output.markdown:q} > {log:q} 2>&1"
-
-
-def plot_inputs(wc):
-    prefix = f"{RESULTS}/{wc.scale}/{wc.paper}/{wc.figure}"
-    if PLAN.figure(wc.paper, wc.figure).kind == "table":
-        return {"runs": f"{prefix}_runs.json", "values": f"{prefix}_values.csv"}
-    return {"runs": f"{prefix}_runs.json", "table": f"{prefix}.csv", "curves": f"{prefix}_curves.csv"}
 
 
 rule plot:
@@ -65,16 +71,19 @@ rule plot:
     input:
         unpack(plot_inputs),
     output:
-        report(f"{RESULTS}/{{scale}}/{{paper}}/{{figure}}.png", category="{paper}", subcategory="figures",
-               labels={"figure": "{figure}"}),
+        report(f"{RESULTS}/{{scale}}/{{paper}}/{{figure}}.png", caption="report/figure.rst", category="{paper}",
+               subcategory="figures", labels={"figure": "{figure}"}),
     log:
         f"{RESULTS}/{{scale}}/logs/{{paper}}/{{figure}}_plot.log",
     params:
+        python=PYTHON,
         script=lambda wc: Path(workflow.basedir) / KINDS[PLAN.figure(wc.paper, wc.figure).kind],
         args=lambda wc, input: " ".join(f"--{k} {shlex.quote(str(v))}" for k, v in input.items()),
+        caption=figure_caption_params,
+    conda: CONDA_ENV
     localrule: True
     shell:
-        "{PYTHON:q} {params.script:q} {params.args} --out {output:q} > {log:q} 2>&1"
+        "{params.python:q} {params.script:q} {params.args} --out {output:q} > {log:q} 2>&1"
 
 
 rule claims:
@@ -83,16 +92,19 @@ rule claims:
         spec=f"{REPLICATIONS}/{{paper}}/experiments.yaml",
         figures=lambda wc: paper_targets(wc.paper),
     output:
-        csv=report(f"{RESULTS}/{{scale}}/{{paper}}/claims.csv", category="{paper}", subcategory="claims",
-                   labels={"table": "claims"}),
+        csv=report(f"{RESULTS}/{{scale}}/{{paper}}/claims.csv", caption="report/claims.rst", category="{paper}",
+                   subcategory="claims", labels={"table": "claims"}),
         markdown=f"{RESULTS}/{{scale}}/{{paper}}/claims.md",
     log:
         f"{RESULTS}/{{scale}}/logs/{{paper}}/claims.log",
     params:
+        python=PYTHON,
+        script=ANALYSIS / "claims.py",
         figures=lambda wc: f"{RESULTS}/{wc.scale}/{wc.paper}",
+    conda: CONDA_ENV
     localrule: True
     shell:
-        "{PYTHON:q} {ANALYSIS}/claims.py --paper {input.spec:q} --figures {params.figures:q} --scale {wildcards.scale}"
+        "{params.python:q} {params.script:q} --paper {input.spec:q} --figures {params.figures:q} --scale {wildcards.scale}"
         " --csv {output.csv:q} --markdown {output.markdown:q} > {log:q} 2>&1"
 
 
@@ -101,13 +113,18 @@ rule claims_all:
     input:
         [f"{RESULTS}/{SCALE}/{p}/claims.csv" for p in PAPERS],
     output:
-        csv=report(f"{RESULTS}/{{scale}}/claims.csv", category="all papers", labels={"table": "claims"}),
+        csv=report(f"{RESULTS}/{{scale}}/claims.csv", caption="report/claims_all.rst", category="all papers",
+                   labels={"table": "claims"}),
         markdown=f"{RESULTS}/{{scale}}/claims.md",
     log:
         f"{RESULTS}/{{scale}}/logs/claims.log",
+    params:
+        python=PYTHON,
+        script=ANALYSIS / "claims.py",
+    conda: CONDA_ENV
     localrule: True
     shell:
-        "{PYTHON:q} {ANALYSIS}/claims.py --combine {input:q} --scale {wildcards.scale}"
+        "{params.python:q} {params.script:q} --combine {input:q} --scale {wildcards.scale}"
         " --csv {output.csv:q} --markdown {output.markdown:q} > {log:q} 2>&1"
 
 
@@ -121,10 +138,12 @@ rule notebook:
     log:
         f"{RESULTS}/{{scale}}/logs/{{paper}}/notebook.log",
     params:
+        python=PYTHON,
         root=Path(workflow.basedir).resolve(),
         results=lambda wc: Path(RESULTS).resolve(),
+    conda: CONDA_ENV
     localrule: True
     shell:
         "CODIST_SCALE={wildcards.scale} CODIST_RESULTS={params.results:q} CODIST_ROOT={params.root:q}"
-        " {PYTHON:q} -m jupytext --to ipynb --execute --output {output:q}.tmp.ipynb {input.notebook:q} > {log:q} 2>&1"
+        " {params.python:q} -m jupytext --to ipynb --execute --output {output:q}.tmp.ipynb {input.notebook:q} > {log:q} 2>&1"
         " && mv {output:q}.tmp.ipynb {output:q}"

@@ -4,12 +4,14 @@ The plan comes from workflows/experiments.py (plain Python, tested on its own). 
 requested scale is resolved, so `--config scale=full` fails here, naming the paper,
 figure and series, while the full-scale configs still do not validate.
 """
+import os
 import re
 import shlex
 import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
+from snakemake.settings.types import DeploymentMethod
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflows"))
 from experiments import KINDS, ExperimentsError, load_plan, manifest_text
@@ -22,8 +24,19 @@ except WorkflowConfigError as e:
 SCALE = CONFIG.scale
 RESULTS = CONFIG.results
 REPLICATIONS = CONFIG.replications or str(Path(workflow.basedir) / "replications")
-PYTHON = sys.executable  # the interpreter running Snakemake: the one codist is installed in
 ANALYSIS = Path(workflow.basedir) / "analysis"
+# Every job runs in the codist environment, which each rule names (`conda` directive, the file
+# relative to workflows/): by default the interpreter running Snakemake (installed by
+# env/install.sh); with `--software-deployment-method conda`, an env Snakemake creates from
+# env/environment.yml (the lock, then env/environment.post-deploy.sh: fairseq), where jobs run
+# `python` and import codist from this checkout. Rules get PYTHON as a param.
+CONDA_ENV = "../env/environment.yml"
+if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
+    PYTHON = "python"
+    os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [str(Path(workflow.basedir) / "src"),
+                                                               os.environ.get("PYTHONPATH")])))
+else:
+    PYTHON = sys.executable
 
 try:
     PLAN = load_plan(REPLICATIONS, SCALE)
@@ -68,3 +81,18 @@ def all_targets():
             + [f"{RESULTS}/{SCALE}/{p}/{name}" for p in PAPERS for name in ("claims.csv", "claims.md")]
             + [f"{RESULTS}/{SCALE}/{p}/notebook.ipynb" for p in PAPERS if (ANALYSIS / "notebooks" / f"{p}.py").exists()]
             + [f"{RESULTS}/{SCALE}/claims.csv", f"{RESULTS}/{SCALE}/claims.md"])
+
+
+def plot_inputs(wc):
+    """The plot rule's inputs: a table figure draws its per-seed values, the others their curves."""
+    prefix = f"{RESULTS}/{wc.scale}/{wc.paper}/{wc.figure}"
+    if PLAN.figure(wc.paper, wc.figure).kind == "table":
+        return {"runs": f"{prefix}_runs.json", "values": f"{prefix}_values.csv"}
+    return {"runs": f"{prefix}_runs.json", "table": f"{prefix}.csv", "curves": f"{prefix}_curves.csv"}
+
+
+def figure_caption_params(wc):
+    """What the report's caption of a figure says (workflows/report/figure.rst)."""
+    f = PLAN.figure(wc.paper, wc.figure)
+    return {"title": f.title, "source": f.source, "kind": f.kind, "runs": len(f.runs),
+            "seeds": len({r.seed for r in f.runs})}

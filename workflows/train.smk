@@ -12,11 +12,14 @@ rule run_config:
     """The resolved config of one run, as the file `codist run` reads (written atomically)."""
     output:
         f"{RESULTS}/{{scale}}/configs/{{run_id}}.yaml",
+    log:
+        f"{RESULTS}/{{scale}}/logs/configs/{{run_id}}.log",
     params:
         text=lambda wc: PLAN.config_text(wc.run_id),
+    conda: CONDA_ENV
     localrule: True
     shell:
-        "printf '%s' {params.text:q} > {output:q}.tmp && mv {output:q}.tmp {output:q}"
+        "(printf '%s' {params.text:q} > {output:q}.tmp && mv {output:q}.tmp {output:q}) 2> {log:q}"
 
 
 rule train:
@@ -33,6 +36,9 @@ rule train:
         manifest=f"{RESULTS}/{{scale}}/runs/{{run_id}}/manifest.json",
     log:
         f"{RESULTS}/{{scale}}/logs/train/{{run_id}}.log",
+    # wall time, peak memory and CPU time of the whole run (all ranks are children of codist run)
+    benchmark:
+        f"{RESULTS}/{{scale}}/logs/train/{{run_id}}.benchmark.tsv"
     threads: lambda wc: PLAN.threads(wc.run_id, workflow.cores)
     resources:
         ranks=lambda wc: PLAN.config(wc.run_id).parallel.world_size,
@@ -46,8 +52,10 @@ rule train:
         runtime=lambda wc: PLAN.resources(wc.run_id)["runtime"],
         gres=lambda wc: PLAN.resources(wc.run_id)["gres"],
     params:
+        python=PYTHON,
         out=lambda wc, output: str(Path(output.summary).parent),
         threads_per_rank=lambda wc, threads: max(1, threads // PLAN.config(wc.run_id).parallel.world_size),
+    conda: CONDA_ENV
     shell:
-        "{PYTHON:q} -m codist.cli run {input.config:q} --out {params.out:q}"
+        "{params.python:q} -m codist.cli run {input.config:q} --out {params.out:q}"
         " --set launch.threads_per_rank={params.threads_per_rank} > {log:q} 2>&1"
