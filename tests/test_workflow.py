@@ -208,3 +208,10 @@ def test_embedded_stand_ins_are_distinct_tasks():
             tasks.setdefault((w.classes, size, w.train_size, w.val_size, w.label_noise, w.data_seed), set()).add(w.name)
     shared = {k: v for k, v in tasks.items() if len(v) > 1}
     assert not shared, f"one embedded image task serves several workloads: {shared}"
+
+
+def test_snakemake_lint_is_clean():
+    proc = subprocess.run([str(SNAKEMAKE), "--lint", "-s", str(ROOT / "Snakefile")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "Lints for" not in out, out
