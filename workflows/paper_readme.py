@@ -1,0 +1,100 @@
+"""replications/<paper>/README.md from replications/<paper>/experiments.yaml: every figure (what it
+mirrors, its runs per scale, the command that makes it) and every claim (what the paper says, on
+which basis, and whether this scale tests it). The experiments file is the source; the README is
+written from it, never by hand, so it cannot go stale (tests/test_paper_readmes.py):
+
+    python workflows/paper_readme.py            # rewrites every paper's README
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "analysis"))
+from schema import Paper, parse  # noqa: E402
+
+SCALE_COMMAND = {
+    "embedded": "snakemake -c2 results/embedded/{paper}/{name}",
+    "full": "snakemake --profile env/profiles/slurm results/full/{paper}/{name} --config scale=full",
+}
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def figure_section(spec: Paper, fig_id: str) -> list[str]:
+    fig = spec.figures[fig_id]
+    out = [f"### `{fig_id}`: {_one_line(fig.title)}", "",
+           f"Mirrors: {_one_line(fig.source) or 'the paper'} ({fig.kind})." + (f" {_one_line(fig.notes)}" if fig.notes else ""),
+           ""]
+    for scale, runs in fig.scales.items():
+        series = ", ".join(f"`{s}`" for s in runs.series)
+        base = f"preset `{runs.preset}`" if runs.preset else "its base config"
+        out.append(f"- **{scale}**: {len(runs.series)} series x {len(runs.seeds)} seed(s) from {base}: {series}."
+                   + (f" {_one_line(runs.notes)}" if runs.notes else ""))
+    out += ["", "```bash"]
+    for scale in fig.scales:
+        out.append(SCALE_COMMAND[scale].format(paper=spec.paper, name=f"{fig_id}.png"))
+    out += ["```", ""]
+    return out
+
+
+def claims_table(spec: Paper) -> list[str]:
+    out = ["| id | claim | source | figure | basis | paper | at the embedded scale |",
+           "|---|---|---|---|---|---|---|"]
+    for c in spec.claims:
+        if c.full_scale_only:
+            tested = f"not tested: {_one_line(c.full_scale_only)}"
+        elif "embedded" not in spec.figures[c.figure].scales:
+            tested = f"not tested: `{c.figure}` has no embedded runs"
+        else:
+            checks = c.at("embedded").regime
+            tested = "tested" + (f", after the regime checks {', '.join(f'`{r.check}`' for r in checks)}" if checks else "")
+        out.append(f"| `{c.id}` | {_one_line(c.claim)} | {_one_line(c.source)} | `{c.figure}` | {c.basis} "
+                   f"| {_one_line(c.paper)} | {tested} |")
+    return out
+
+
+def readme(spec: Paper) -> str:
+    p = spec.paper
+    lines = [f"# {p}: {_one_line(spec.source)}", "",
+             "<!-- Written by `python workflows/paper_readme.py` from experiments.yaml: edit that file, then rerun. -->",
+             "",
+             "What we run for each figure, at each scale, the paper's numbers with their sources, and the claims",
+             "with their regime checks: [`experiments.yaml`](experiments.yaml). Outputs go to",
+             f"`results/<scale>/{p}/` (README \"Naming\"): `<figure>.png`, `.csv`, `.md`, `_curves.csv`, and for",
+             "tables `_paper.csv` (the paper's numbers beside ours); the claims with their verdicts are",
+             f"`results/<scale>/{p}/claims.md` ([embedded](../../results/embedded/{p}/claims.md)).",
+             "",
+             "Every figure of the paper at one scale, its claims table and its notebook:",
+             "",
+             "```bash",
+             f"snakemake -c2 results/embedded/{p}/claims.md results/embedded/{p}/notebook.ipynb",
+             "```", "",
+             f"## Figures ({len(spec.figures)})", ""]
+    for fig_id in spec.figures:
+        lines += figure_section(spec, fig_id)
+    lines += [f"## Claims ({len(spec.claims)})", "",
+              "Each compares two series of one figure on the paper's basis (README \"Comparison bases\");",
+              "the verdict rule and the regime checks: README \"Claims\".", ""]
+    lines += claims_table(spec)
+    return "\n".join(lines) + "\n"
+
+
+def load(experiments: Path) -> Paper:
+    return parse(yaml.safe_load(experiments.read_text()), experiments)
+
+
+def main() -> int:
+    for experiments in sorted((ROOT / "replications").glob("*/experiments.yaml")):
+        (experiments.parent / "README.md").write_text(readme(load(experiments)))
+        print(f"wrote {experiments.parent / 'README.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
