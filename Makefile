@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 # worth it), so a rank alive always has a core of its own.
 CORES  ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: install lock test test-fast test-slurm replicate verify dry-run bench clean-results
+.PHONY: install lock test test-fast test-slurm replicate verify dry-run bench clean-results budget
 
 # env/install.sh is the install of every documented route (the lock, then fairseq-fixed without
 # build isolation, then codist); make runs it in a fresh venv.
@@ -63,3 +63,8 @@ dry-run: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/harness_overhead.py
+
+# GPU-hours of `--config scale=full` per figure and paper (src/codist/budget.py): prints the table and
+# rewrites README's "Full scale: cost" section and results/bench/full_scale_budget.csv.
+budget: $(STAMP)
+	$(BIN)/python -m codist.budget --readme README.md --csv results/bench/full_scale_budget.csv
