@@ -1,0 +1,325 @@
+"""GPU-hour budget of the full scale: `python -m codist.budget [--gpu a100]` (also `make budget`).
+
+Reads the plan the Snakefile builds for `--config scale=full` (workflows/experiments.py), so runs,
+steps, batch per rank and world size come from the real configs, and a per-GPU throughput table
+(replications/throughput.yaml: published numbers with their source, or derived from one; measured
+rows from `make gpu-check`'s results/bench/gpu_throughput.csv). Per run:
+
+    seconds = steps x (1 + extra forward passes per step / 3) x units per GPU per step / (units/s per GPU)
+
+where units are images, samples or tokens (LM: batch x seq_len; translation: sentences x the data
+set's mean target length), and an extra forward pass (a codistillation teacher, an EC-DNN member,
+a two-phase teacher) costs a third of a training step (backward = 2 x forward). Data-parallel
+scaling is taken as perfect and evaluation, communication and data loading as free, so the hours
+are a lower bound for the stated per-GPU rate. GPU-hours = hours x world size.
+
+`--readme README.md` rewrites the section between the budget markers; `--csv` writes the table.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+PRECISIONS = ("fp32", "bf16")
+NODE_GPUS = 8
+FORWARD_SHARE = 1 / 3     # a forward pass as a share of a training step (forward + 2x backward)
+MARK_START, MARK_END = "<!-- budget:start -->", "<!-- budget:end -->"
+
+
+class BudgetError(ValueError):
+    """A throughput table or plan the planner cannot use; the message names file, key and expectation."""
+
+
+@dataclass
+class Rate:
+    units_per_s: float
+    kind: str          # published | derived | measured
+    source: str
+
+
+@dataclass
+class Throughput:
+    """replications/throughput.yaml, resolved: (model, gpu, precision) -> Rate."""
+    path: str
+    units: dict[str, str]
+    rates: dict[tuple[str, str, str], Rate]
+    translation: dict[str, dict]
+    gpus: dict[str, str] = field(default_factory=dict)
+
+    def rate(self, model: str, gpu: str, precision: str) -> Rate | None:
+        return self.rates.get((model, gpu, precision))
+
+
+def _need(d, key, where, kind=None):
+    if not isinstance(d, dict) or key not in d:
+        raise BudgetError(f"{where}: missing key {key!r}")
+    if kind is not None and not isinstance(d[key], kind):
+        raise BudgetError(f"{where}.{key}: expected {getattr(kind, '__name__', kind)}, got {d[key]!r}")
+    return d[key]
+
+
+def load_throughput(path: str | Path) -> Throughput:
+    """Parse and resolve the throughput table (derived rows computed from their reference)."""
+    path = Path(path)
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise BudgetError(f"{path}: cannot read the throughput table: {e}") from None
+    where = str(path)
+    models, sources = _need(doc, "models", where, dict), doc.get("sources") or {}
+    units, rates = {}, {}
+    for name, m in models.items():
+        here = f"{where}: models.{name}"
+        units[name] = _need(m, "unit", here, str)
+        if units[name] not in ("image", "sample", "token"):
+            raise BudgetError(f"{here}.unit: {units[name]!r}; expected image, sample or token")
+        for gpu, row in (m.get("throughput") or {}).items():
+            src = _need(row, "source", f"{here}.throughput.{gpu}", str)
+            if src not in sources:
+                raise BudgetError(f"{here}.throughput.{gpu}.source: {src!r} is not a key of sources:")
+            for p in PRECISIONS:
+                if p in row:
+                    if not isinstance(row[p], (int, float)) or row[p] <= 0:
+                        raise BudgetError(f"{here}.throughput.{gpu}.{p}: expected a positive number, got {row[p]!r}")
+                    rates[(name, gpu, p)] = Rate(float(row[p]), "published", src)
+    for name, m in models.items():
+        if "derive" not in m:
+            continue
+        here = f"{where}: models.{name}.derive"
+        ref = _need(m["derive"], "from", here, str)
+        if ref not in models or "macs" not in models[ref] or "macs" not in m:
+            raise BudgetError(f"{here}: needs `macs` on {name!r} and on a published model {ref!r}")
+        factor = float(models[ref]["macs"]) / float(m["macs"])
+        for (r, gpu, p), rate in list(rates.items()):
+            if r == ref and rate.kind == "published":
+                rates[(name, gpu, p)] = Rate(rate.units_per_s * factor, "derived",
+                                             f"{rate.source} x {factor:.4g} ({m['derive'].get('why', 'MACs ratio')})")
+    return Throughput(str(path), units, rates, doc.get("translation") or {}, doc.get("gpus") or {})
+
+
+def add_measured(table: Throughput, csv_path: str | Path) -> list[str]:
+    """Rows of `make gpu-check`'s CSV (device cuda) as measured rates; returns the GPU kinds added."""
+    path = Path(csv_path)
+    if not path.is_file():
+        return []
+    kinds = set()
+    with path.open() as f:
+        for row in csv.DictReader(f):
+            if row.get("device") != "cuda" or not row.get("units_per_s"):
+                continue
+            key = (row["model"], row["gpu"], row["precision"])
+            table.rates[key] = Rate(float(row["units_per_s"]), "measured",
+                                    f"{path} ({row['device_name']}, batch {row['batch_per_gpu']}, {row['date']})")
+            table.gpus.setdefault(row["gpu"], row["device_name"])
+            kinds.add(row["gpu"])
+    return sorted(kinds)
+
+
+# --------------------------------------------------------------------------- a run's cost
+
+def model_key(cfg) -> str:
+    """The throughput table's model name for a run config."""
+    w = cfg.workload
+    if w.name == "imagenet":
+        return w.arch
+    if w.name == "cifar":
+        return f"cifar_{w.arch}"
+    if w.name == "translation":
+        return w.arch
+    return {"lm": "lstm_lm", "ctr": "ctr_mlp"}[w.name]
+
+
+def units_per_sample(cfg, table: Throughput) -> float:
+    """Images/samples: 1; LM: tokens per sequence; translation: mean target tokens per sentence."""
+    w = cfg.workload
+    if w.name == "lm":
+        return float(w.seq_len)
+    if w.name == "translation":
+        pair = f"{w.source_lang}-{w.target_lang}"
+        if pair not in table.translation:
+            raise BudgetError(f"{table.path}: translation.{pair}: missing (the mean target sentence length of "
+                              f"the {pair} data is needed to turn sentences into tokens)")
+        return float(table.translation[pair]["target_tokens_per_sentence"])
+    return 1.0
+
+
+def extra_forwards(cfg) -> float:
+    """Mean extra forward passes per step: teachers run on each rank's batch (see the module docstring)."""
+    a, steps = cfg.algorithm, cfg.train.steps
+    if a.name == "codistill" and a.exchange == "checkpoint":
+        teachers = cfg.parallel.models - 1 if a.topology == "all" else 1
+        return teachers * max(0, steps - a.burn_in) / steps
+    if a.name == "ensemble_compress" and a.compress:   # G = the K members, from the first round on
+        return cfg.parallel.models * max(0, steps - a.tau) / steps
+    if a.name == "distill":
+        return float(len(a.teacher_models))
+    return 0.0
+
+
+def run_hours(cfg, table: Throughput, gpu: str, precision: str) -> tuple[float, Rate] | None:
+    """(wall hours, the rate used) of one run, or None where the table has no rate."""
+    rate = table.rate(model_key(cfg), gpu, precision)
+    if rate is None:
+        return None
+    units = cfg.train.batch_per_rank * units_per_sample(cfg, table)
+    seconds = cfg.train.steps * (1 + FORWARD_SHARE * extra_forwards(cfg)) * units / rate.units_per_s
+    return seconds / 3600, rate
+
+
+# --------------------------------------------------------------------------- the plan's budget
+
+@dataclass
+class Row:
+    paper: str
+    figure: str                 # "" for a paper's total, "all" for the grand total
+    runs: int
+    gpus: tuple[int, int]       # min, max world size
+    hours: dict = field(default_factory=dict)       # precision -> longest run (None: no rate)
+    gpu_hours: dict = field(default_factory=dict)   # precision -> sum over runs
+    basis: str = ""
+
+    @property
+    def fits_node(self) -> bool:
+        return self.gpus[1] <= NODE_GPUS
+
+
+def _row(paper, figure, run_ids, plan, table, gpu) -> Row:
+    cfgs = [plan.config(r) for r in run_ids]
+    ws = [c.parallel.world_size for c in cfgs]
+    row = Row(paper, figure, len(cfgs), (min(ws), max(ws)))
+    kinds = set()
+    for p in PRECISIONS:
+        costs = [run_hours(c, table, gpu, p) for c in cfgs]
+        if any(c is None for c in costs):
+            row.hours[p] = row.gpu_hours[p] = None
+            continue
+        row.hours[p] = max(h for h, _ in costs)
+        row.gpu_hours[p] = sum(h * c.parallel.world_size for (h, _), c in zip(costs, cfgs))
+        kinds |= {r.kind for _, r in costs}
+    row.basis = "+".join(sorted(kinds)) or "no rate"
+    return row
+
+
+def plan_budget(plan, table: Throughput, gpu: str) -> list[Row]:
+    """One row per figure, then one per paper (its distinct runs, each counted once), then the total."""
+    rows, by_paper = [], {}
+    for (paper, fig), f in sorted(plan.figures.items()):
+        ids = list(dict.fromkeys(r.run_id for r in f.runs))
+        rows.append(_row(paper, fig, ids, plan, table, gpu))
+        by_paper.setdefault(paper, {}).update(dict.fromkeys(ids))
+    for paper, ids in sorted(by_paper.items()):
+        rows.append(_row(paper, "", list(ids), plan, table, gpu))
+    every = list(dict.fromkeys(i for ids in by_paper.values() for i in ids))
+    rows.append(_row("all", "all", every, plan, table, gpu))
+    return rows
+
+
+def load_full_plan(replications: str | Path):
+    """The Snakefile's plan at scale=full (workflows/experiments.py)."""
+    sys.path.insert(0, str(ROOT / "workflows"))
+    from experiments import load_plan
+    return load_plan(replications, "full")
+
+
+# --------------------------------------------------------------------------- output
+
+COLUMNS = ["paper", "figure", "runs", "gpus_per_run", "fits_one_8gpu_node",
+           "hours_fp32", "gpu_hours_fp32", "hours_bf16", "gpu_hours_bf16", "basis"]
+
+
+def _num(x) -> str:
+    if x is None:
+        return "n/a"
+    return f"{x:,.0f}" if x >= 100 else f"{x:,.1f}" if x >= 1 else f"{x:.2f}"
+
+
+def _cells(r: Row) -> list[str]:
+    gpus = str(r.gpus[0]) if r.gpus[0] == r.gpus[1] else f"{r.gpus[0]}-{r.gpus[1]}"
+    return [r.paper, r.figure or "(paper)", str(r.runs), gpus, "yes" if r.fits_node else "no",
+            _num(r.hours["fp32"]), _num(r.gpu_hours["fp32"]), _num(r.hours["bf16"]), _num(r.gpu_hours["bf16"]),
+            r.basis]
+
+
+def write_csv(rows: list[Row], path: str | Path, gpu: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["gpu"] + COLUMNS)
+        for r in rows:
+            raw = [r.hours["fp32"], r.gpu_hours["fp32"], r.hours["bf16"], r.gpu_hours["bf16"]]
+            w.writerow([gpu, r.paper, r.figure, r.runs, f"{r.gpus[0]}-{r.gpus[1]}", r.fits_node]
+                       + ["" if x is None else round(x, 3) for x in raw] + [r.basis])
+
+
+def markdown(rows: list[Row], table: Throughput, gpu: str, command: str) -> str:
+    head = ["paper", "figure", "runs", "GPUs per run", "fits one 8-GPU node", "hours fp32", "GPU-hours fp32",
+            "hours bf16", "GPU-hours bf16", "throughput basis"]
+    lines = [f"Generated by `{command}` (src/codist/budget.py) from the `--config scale=full` plan and "
+             f"`{Path(table.path).relative_to(ROOT) if Path(table.path).is_relative_to(ROOT) else table.path}`, "
+             f"GPU: {table.gpus.get(gpu, gpu)}. Hours: the figure's longest run (all its runs in parallel); "
+             "GPU-hours: the sum over its runs. A paper's row counts each of its runs once (figures share "
+             "runs); the last row is every full-scale run. Lower bounds at the stated per-GPU rate: perfect "
+             "data-parallel scaling, evaluation, communication and data loading free; teacher forward passes "
+             "counted. \"derived\" rates are estimates (replications/throughput.yaml says how); nothing here "
+             "has been measured on a GPU yet (`make gpu-check` writes measured rates).", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = _cells(r)
+        if not r.figure:
+            cells = [f"**{c}**" for c in cells]
+        if r.figure == "all":
+            cells = ["**all papers**", "", *[f"**{c}**" for c in cells[2:]]]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def update_readme(path: str | Path, body: str) -> None:
+    """Replace the text between the budget markers (they must exist once each)."""
+    path = Path(path)
+    text = path.read_text()
+    if text.count(MARK_START) != 1 or text.count(MARK_END) != 1:
+        raise BudgetError(f"{path}: needs one {MARK_START} and one {MARK_END} line around the budget table")
+    head, rest = text.split(MARK_START)
+    _, tail = rest.split(MARK_END)
+    path.write_text(f"{head}{MARK_START}\n{body}{MARK_END}{tail}")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m codist.budget", description=__doc__.split("\n")[0])
+    p.add_argument("--gpu", default="a100", help="GPU kind of the throughput table (default a100)")
+    p.add_argument("--replications", default=str(ROOT / "replications"))
+    p.add_argument("--throughput", default=str(ROOT / "replications" / "throughput.yaml"))
+    p.add_argument("--measured", default=str(ROOT / "results" / "bench" / "gpu_throughput.csv"),
+                   help="make gpu-check's CSV: its cuda rows are measured rates of their GPU kind")
+    p.add_argument("--csv", help="write the table here (e.g. results/bench/full_scale_budget.csv)")
+    p.add_argument("--readme", help="rewrite the budget section of this README")
+    args = p.parse_args(argv)
+    try:
+        table = load_throughput(args.throughput)
+        add_measured(table, args.measured)
+        known = sorted({g for _, g, _ in table.rates})
+        if args.gpu not in known:
+            raise BudgetError(f"--gpu {args.gpu!r}: no throughput for it; known: {', '.join(known)}")
+        rows = plan_budget(load_full_plan(args.replications), table, args.gpu)
+    except BudgetError as e:
+        print(f"codist budget: {e}", file=sys.stderr)
+        return 2
+    command = "python -m codist.budget" + ("" if args.gpu == "a100" else f" --gpu {args.gpu}")
+    text = markdown(rows, table, args.gpu, command)
+    print(text, end="")
+    if args.csv:
+        write_csv(rows, args.csv, args.gpu)
+    if args.readme:
+        update_readme(args.readme, text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

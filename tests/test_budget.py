@@ -1,0 +1,132 @@
+"""The budget planner (src/codist/budget.py): hours and GPU-hours of a hand-made plan computed by hand,
+teacher passes counted, runs shared by figures counted once per paper, the real full plan covered."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from codist import budget
+from codist.config import validate
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "workflows"))
+from experiments import Figure, Plan, RunRef  # noqa: E402
+
+TABLE = """
+gpus: {g: "a test GPU"}
+sources: {s: "made up for the test"}
+models:
+  cifar_resnet20:
+    unit: image
+    macs: 2.0
+    throughput: {g: {fp32: 1000, bf16: 4000, source: s}}
+  ctr_mlp:
+    unit: sample
+    macs: 1.0
+    derive: {from: cifar_resnet20, by: macs}
+"""
+
+
+def cfg(**over):
+    raw = {"workload": {"name": "cifar", "arch": "resnet20"}, "algorithm": {"name": "allreduce"},
+           "parallel": {"world_size": 2}, "train": {"steps": 3600, "batch_per_rank": 100}}
+    for key, value in over.items():
+        raw[key] = value
+    return validate(raw)
+
+
+@pytest.fixture
+def table(tmp_path):
+    path = tmp_path / "throughput.yaml"
+    path.write_text(TABLE)
+    return budget.load_throughput(path)
+
+
+@pytest.fixture
+def plan():
+    runs = {
+        # 3,600 steps x 100 images / 1,000 img/s = 360 s = 0.1 h on 2 GPUs
+        "aaaaaaaaaaaa": cfg(),
+        # a teacher forward from step 1,800 of 3,600: x (1 + 0.5 / 3) -> 0.11667 h on 4 GPUs
+        "bbbbbbbbbbbb": cfg(algorithm={"name": "codistill", "burn_in": 1800},
+                            parallel={"world_size": 4, "models": 2}),
+        # ctr_mlp derived at twice cifar's rate (half the MACs): 7,200 x 100 / 2,000 = 0.1 h on 1 GPU
+        "cccccccccccc": cfg(workload={"name": "ctr"}, parallel={"world_size": 1},
+                            train={"steps": 7200, "batch_per_rank": 100}),
+    }
+    p = Plan("full", configs=runs)
+    figs = {("p1", "f1"): ["aaaaaaaaaaaa", "bbbbbbbbbbbb"], ("p1", "f2"): ["aaaaaaaaaaaa", "cccccccccccc"],
+            ("p2", "f3"): ["cccccccccccc"]}
+    for (paper, fig), ids in figs.items():
+        p.figures[(paper, fig)] = Figure(paper, fig, "full", fig, "", "curves", "", ["s"],
+                                         [RunRef("s", i, rid) for i, rid in enumerate(ids)])
+    return p
+
+
+def test_hand_made_plan(table, plan):
+    rows = {(r.paper, r.figure): r for r in budget.plan_budget(plan, table, "g")}
+    b_hours = 0.1 * (1 + 0.5 / 3)
+    f1, f2, p1, p2, everything = (rows[k] for k in [("p1", "f1"), ("p1", "f2"), ("p1", ""), ("p2", ""),
+                                                     ("all", "all")])
+    assert f1.hours["fp32"] == pytest.approx(b_hours)
+    assert f1.gpu_hours["fp32"] == pytest.approx(0.1 * 2 + b_hours * 4)
+    assert f1.gpu_hours["bf16"] == pytest.approx((0.1 * 2 + b_hours * 4) / 4)
+    assert f2.hours["fp32"] == pytest.approx(0.1) and f2.gpu_hours["fp32"] == pytest.approx(0.3)
+    assert f2.basis == "derived+published"
+    # run a is in both of p1's figures: its paper total counts it once
+    assert (p1.runs, p1.gpu_hours["fp32"]) == (3, pytest.approx(0.2 + b_hours * 4 + 0.1))
+    assert (p2.runs, p2.gpu_hours["fp32"]) == (1, pytest.approx(0.1))
+    assert (everything.runs, everything.gpu_hours["fp32"]) == (3, pytest.approx(p1.gpu_hours["fp32"]))
+    assert f1.gpus == (2, 4) and f1.fits_node
+
+
+def test_no_rate_is_reported_not_guessed(table, plan):
+    plan.configs["aaaaaaaaaaaa"] = cfg(workload={"name": "imagenet", "arch": "resnet50"})
+    rows = {(r.paper, r.figure): r for r in budget.plan_budget(plan, table, "g")}
+    assert rows[("p1", "f1")].gpu_hours["fp32"] is None
+    assert "n/a" in budget.markdown(list(rows.values()), table, "g", "cmd")
+
+
+def test_bad_table_names_the_key(tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_text(TABLE.replace("source: s", "source: nowhere"))
+    with pytest.raises(budget.BudgetError, match=r"models.cifar_resnet20.throughput.g.source: 'nowhere'"):
+        budget.load_throughput(path)
+    path.write_text(TABLE.replace("fp32: 1000", "fp32: -1"))
+    with pytest.raises(budget.BudgetError, match=r"throughput.g.fp32: expected a positive number"):
+        budget.load_throughput(path)
+
+
+def test_measured_rows_from_gpu_check_csv(table, tmp_path):
+    path = tmp_path / "gpu.csv"
+    path.write_text("model,gpu,device,device_name,precision,batch_per_gpu,units_per_s,date\n"
+                    "cifar_resnet20,h200,cuda,NVIDIA H200,bf16,128,50000,2026-01-01\n"
+                    "cifar_resnet20,cpu,cpu,x86,bf16,2,10,2026-01-01\n")
+    assert budget.add_measured(table, path) == ["h200"]
+    rate = table.rate("cifar_resnet20", "h200", "bf16")
+    assert (rate.units_per_s, rate.kind) == (50000, "measured")
+    assert table.rate("cifar_resnet20", "cpu", "bf16") is None
+
+
+def test_readme_section_is_replaced(tmp_path):
+    path = tmp_path / "README.md"
+    path.write_text(f"a\n{budget.MARK_START}\nold\n{budget.MARK_END}\nb\n")
+    budget.update_readme(path, "new\n")
+    assert path.read_text() == f"a\n{budget.MARK_START}\nnew\n{budget.MARK_END}\nb\n"
+    path.write_text("no markers\n")
+    with pytest.raises(budget.BudgetError, match="budget:start"):
+        budget.update_readme(path, "new\n")
+
+
+def test_real_full_plan_every_figure_has_a_row_with_rates():
+    plan = budget.load_full_plan(ROOT / "replications")
+    table = budget.load_throughput(ROOT / "replications" / "throughput.yaml")
+    rows = budget.plan_budget(plan, table, "a100")
+    figures = {(r.paper, r.figure) for r in rows if r.figure not in ("", "all")}
+    assert figures == set(plan.figures)
+    for r in rows:
+        for p in budget.PRECISIONS:
+            assert r.gpu_hours[p] and r.gpu_hours[p] > 0, (r.paper, r.figure, p)
+    assert rows[-1].runs == len(plan.configs)
