@@ -186,6 +186,22 @@ class CommMeter:
         hook("recv", "recv", first("tensor"))
         hook("irecv", "recv", first("tensor"))
         hook("barrier", "barrier", lambda a: 0)
+        self._hook_broadcast_coalesced()
+
+    def _hook_broadcast_coalesced(self) -> None:
+        """DDP syncs parameters at setup and buffers (BatchNorm statistics) before every forward
+        with dist._broadcast_coalesced, a C++ binding without a signature: counted as one
+        broadcast of all the tensors from the group's `src` (a rank of that group)."""
+        original = dist._broadcast_coalesced
+        if getattr(original, "_codist_metered", False):
+            return
+
+        def wrapped(group, tensors, buffer_size, src=0):
+            ranks = self._ranks(group)
+            self.record("broadcast", sum(tensor_bytes(t) for t in tensors), group, src=ranks[src])
+            return original(group, tensors, buffer_size, src)
+        wrapped._codist_metered = True
+        dist._broadcast_coalesced = wrapped
 
     # ------------------------------------------------------------ reporting
     def sent_bytes(self, categories=TRAINING_CATEGORIES, tier: str | None = None) -> int:
