@@ -49,7 +49,7 @@ from pathlib import Path
 
 import yaml
 
-from codist.algorithms.eval_models import model_names
+from codist.algorithms import model_names, registry as algorithm_registry
 from codist.config import ConfigError, RunConfig, deep_merge, to_dict, validate
 from codist.launch import cluster_resources, threads_per_rank
 from codist.workloads.metrics import LOGGED
@@ -112,8 +112,8 @@ class Plan:
 
     def upstream(self, run_id: str) -> list[str]:
         """Runs this run reads (a two-phase distillation's teacher run): trained before it."""
-        teacher = getattr(self.config(run_id).algorithm, "teacher_run", None)
-        return [teacher] if teacher else []
+        other = algorithm_registry.upstream_run(self.config(run_id).algorithm)
+        return [other] if other else []
 
     def threads(self, run_id: str, cores: int | None) -> int:
         """Cores a run occupies: ranks x threads per rank, capped at the cores Snakemake has,

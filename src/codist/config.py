@@ -12,11 +12,13 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, Field, StrictInt, ValidationError, model_validator
+from pydantic.fields import FieldInfo
 
+from .algorithms import registry as algorithm_registry
 from .workloads import CifarConfig, WorkloadConfig, data_version
 from .workloads.schema import SECTION_CONFIG
 
@@ -29,115 +31,13 @@ class _Section(BaseModel):
     model_config = SECTION_CONFIG
 
 
-class AllReduceConfig(_Section):
-    """Synchronous data parallel: one model, gradients all-reduced every step (DeepSpeed engine)."""
-    name: Literal["allreduce"] = "allreduce"
+# The `algorithm:` section: a union of the registered algorithms' config classes, tagged by `name`
+# (codist.algorithms.registry; rebuilt when a plugin registers later).
+AlgorithmConfig = algorithm_registry.config_union()
 
 
-class _DistillTerm(_Section):
-    temperature: float = Field(1.0, gt=0, description="softmax temperature of both sides; the term is scaled by T^2")
-    loss: Literal["kl", "soft_ce"] = Field("kl", description="KL(teacher||student) or cross-entropy to soft labels")
-
-
-class CodistillConfig(_DistillTerm):
-    """n models (parallel.models >= 2), each all-reducing its own gradients; the teachers are the others.
-
-    loss_i = CE(y, f_i) + alpha_t * D(mean_{j in teachers(i)} softmax(f_j / T), f_i), from step `burn_in` on.
-    """
-    name: Literal["codistill"] = "codistill"
-    alpha: float = Field(1.0, ge=0, description="weight of the distillation term")
-    alpha_ramp_steps: StrictInt = Field(0, ge=0, description="alpha rises linearly over this many steps after burn_in")
-    burn_in: StrictInt = Field(0, ge=0, description="steps of plain training before distillation starts")
-    exchange: Literal["checkpoint", "predictions"] = Field(
-        "checkpoint", description="checkpoint: every exchange_every steps the models' states go to the other "
-        "groups and teachers run locally on those stale copies (the papers' method); predictions: every step "
-        "the models exchange their outputs on a shared batch")
-    exchange_every: StrictInt = Field(50, ge=1, description="k: steps between checkpoint exchanges")
-    data: Literal["disjoint", "same", "shuffled"] = Field(
-        "disjoint", description="disjoint: each model trains on its own partition of the training set; "
-        "same: every model sees the same batches; shuffled: the whole set in a different order per model")
-    topology: Literal["all", "ring"] = Field("all", description="all: learn from the mean of all others; "
-                                             "ring: model i learns from model i-1")
-
-    @model_validator(mode="after")
-    def _predictions_share_batches(self):
-        if self.exchange == "predictions" and self.data != "same":
-            raise ValueError(f"algorithm.data={self.data!r} with algorithm.exchange='predictions': exchanged "
-                             f"predictions are on a shared batch; allowed: algorithm.data='same'")
-        return self
-
-
-class ModelAverageConfig(_Section):
-    """MA-DNN / local SGD: K = parallel.models workers; parameters averaged after every tau-th update."""
-    name: Literal["model_average"] = "model_average"
-    tau: StrictInt = Field(16, ge=1, description="updates between averaging rounds")
-    average_buffers: bool = Field(True, description="also average buffers (BatchNorm running statistics)")
-    average_optimizer_state: bool = Field(False, description="also average momentum / Adam moments")
-    data: Literal["disjoint", "shuffled"] = Field("disjoint", description="each worker's local data")
-
-
-class EnsembleCompressConfig(_DistillTerm):
-    """EC-DNN: every tau updates the global model G is the equal-weight output ensemble of the K local
-    models; with compress, each local model is distilled toward G during the next local phase:
-    loss = (1 - distill_weight) * CE(y, f_i) + distill_weight * D(G, f_i). compress=false is E-DNN."""
-    name: Literal["ensemble_compress"] = "ensemble_compress"
-    tau: StrictInt = Field(4000, ge=1, description="updates between ensembling rounds")
-    compress: bool = True
-    distill_weight: float = Field(0.5, ge=0, le=1, description="weight of G's soft labels in the combined loss")
-    data: Literal["disjoint", "shuffled"] = "disjoint"
-
-
-class LabelSmoothingConfig(_Section):
-    """One model, sync data parallel, loss = (1 - weight) * CE(y, f) + weight * CE(prior, f)."""
-    name: Literal["label_smoothing"] = "label_smoothing"
-    prior: Literal["uniform", "unigram"] = Field("uniform", description="unigram: training-set class frequencies")
-    weight: float = Field(0.1, ge=0, le=1, description="weight of the prior in the target")
-
-
-class EnsembleConfig(_Section):
-    """n = parallel.models independently trained models; their outputs are averaged at evaluation."""
-    name: Literal["ensemble"] = "ensemble"
-    data: Literal["disjoint", "same", "shuffled"] = "shuffled"
-
-
-class DistillConfig(_DistillTerm):
-    """Two-phase (offline) distillation (Anil et al. 2018, Sec. 3.4.1): one fresh model trained on
-    CE(y, f) + alpha * D(mean of the teachers' softened predictions, f); the teachers are the saved
-    models of a finished run (a sibling run directory), frozen."""
-    name: Literal["distill"] = "distill"
-    teacher_run: str = Field(pattern=r"^[0-9a-f]{12}$", description="run id of the teacher run (its directory "
-                             "is next to this run's); in experiments files: '@<series>' of the same figure")
-    teacher_models: list[str] = Field(["0", "1"], min_length=1, description="which model_<name>.pt of that run")
-    alpha: float = Field(1.0, ge=0, description="weight of the distillation term")
-
-
-class PowerSGDConfig(_Section):
-    """Sync data parallel with PowerSGD-compressed gradients (Vogels et al. 2019), through torch DDP's
-    powerSGD_hook: vanilla all-reduce for the first `start_iter` updates, then rank-`rank` factors."""
-    name: Literal["powersgd"] = "powersgd"
-    rank: StrictInt = Field(1, ge=1, description="matrix approximation rank")
-    start_iter: StrictInt = Field(10, ge=2, description="updates of plain all-reduce first (torch requires > 1)")
-    min_compression_rate: float = Field(2.0, gt=0)
-    error_feedback: bool = True
-    warm_start: bool = True
-
-
-class PostLocalSGDConfig(_Section):
-    """Post-local SGD (Lin et al. 2020) through torch's post_localSGD_hook and PeriodicModelAverager:
-    global sync SGD for `warmup_steps`, then gradients all-reduced only inside each of the
-    parallel.models groups, and parameters averaged over all ranks every `tau` updates."""
-    name: Literal["post_local_sgd"] = "post_local_sgd"
-    tau: StrictInt = Field(4, ge=1, description="updates between global parameter averages")
-    warmup_steps: StrictInt = Field(10, ge=0, description="updates of global sync SGD before local SGD starts")
-    data: Literal["disjoint", "shuffled"] = "disjoint"
-
-
-AlgorithmConfig = Annotated[
-    Union[AllReduceConfig, CodistillConfig, ModelAverageConfig, EnsembleCompressConfig,
-          LabelSmoothingConfig, EnsembleConfig, PowerSGDConfig, PostLocalSGDConfig, DistillConfig],
-    Field(discriminator="name"),
-]
-MULTI_MODEL = {"codistill": 2, "model_average": 2, "ensemble_compress": 2, "ensemble": 2, "post_local_sgd": 2}
+def _default_algorithm():
+    return algorithm_registry.spec("allreduce").config()
 
 
 class ParallelConfig(_Section):
@@ -213,7 +113,7 @@ class RunConfig(_Section):
     seed: StrictInt = Field(0, ge=0)
     scale: Literal["embedded", "full"] = "embedded"
     workload: WorkloadConfig = Field(default_factory=lambda: CifarConfig())
-    algorithm: AlgorithmConfig = Field(default_factory=AllReduceConfig)
+    algorithm: AlgorithmConfig = Field(default_factory=_default_algorithm)
     parallel: ParallelConfig = Field(default_factory=ParallelConfig)
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig)
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
@@ -228,7 +128,7 @@ class RunConfig(_Section):
                 f"parallel.world_size={p.world_size} does not fit parallel.models={p.models}: "
                 f"world_size must be a multiple of models (each model gets world_size/models ranks)")
         name = self.algorithm.name
-        least = MULTI_MODEL.get(name)
+        least = algorithm_registry.spec(name).min_models
         if least is None and p.models != 1:
             raise ValueError(f"parallel.models={p.models} with algorithm.name={name}: {name} trains one "
                              f"model; allowed: parallel.models=1")
@@ -243,6 +143,19 @@ class RunConfig(_Section):
 
     def run_id(self) -> str:
         return run_id(self)
+
+
+def _rebuild_algorithm_field() -> None:
+    """An algorithm registered after this module was imported (a plugin imported by a test, say)
+    joins the `algorithm:` union: the field is rebuilt with the registry's current union."""
+    global AlgorithmConfig
+    AlgorithmConfig = algorithm_registry.config_union()
+    RunConfig.__pydantic_fields__["algorithm"] = FieldInfo.from_annotated_attribute(
+        AlgorithmConfig, Field(default_factory=_default_algorithm))
+    RunConfig.model_rebuild(force=True)
+
+
+algorithm_registry.on_change(_rebuild_algorithm_field)
 
 
 # ---------------------------------------------------------------- loading
@@ -418,3 +331,6 @@ def run_id(cfg: RunConfig) -> str:
 def dump(cfg: RunConfig, path: str | os.PathLike) -> None:
     from .runlog import atomic_write_text
     atomic_write_text(path, yaml.safe_dump(to_dict(cfg), sort_keys=False))
+
+
+algorithm_registry.load_plugins()   # last: a plugin module may import this one

@@ -1,9 +1,10 @@
 """The algorithm interface: a small strategy over the one training loop in `codist.train`.
 
-Every algorithm here trains one model per data-parallel group with its own DeepSpeed
-engine (gradients all-reduced inside the group only); what differs is the loss, what
-happens around each update, and which models are evaluated. Subclasses override the
-hooks `before_step`, `loss`, `after_step` and `extra_eval_models`.
+Every algorithm trains one model per data-parallel group; what differs is the loss, what
+happens around each update, and which models are evaluated. Subclasses override the hooks
+`before_step`, `loss`, `after_step` and `extra_eval_models`, and, to update through torch DDP
+with a comm hook instead of a DeepSpeed engine, `build_update` (see `updates`). An algorithm
+is registered with its config class and capabilities in `registry`.
 """
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ from ..comm import CommMeter
 from ..config import RunConfig
 from ..data import to_device
 from ..distributed import Topology
-from ..engine import build_engine
 from ..workloads.base import Workload
+from .registry import spec
+from .updates import EngineUpdate
 
 
 @dataclass
@@ -47,8 +49,12 @@ class Algorithm:
         torch.manual_seed(self.model_seed())
         model = self.new_model()
         with self.meter.category("setup"):
-            self.engine, self.optimizer = build_engine(self.cfg, self.topo, model)
-        self.model, self.scheduler = self.engine.module, self.engine.lr_scheduler
+            self.update = self.build_update(model)
+        self.model, self.optimizer, self.scheduler = self.update.model, self.update.optimizer, self.update.scheduler
+
+    def build_update(self, model: nn.Module):
+        """The update mechanics (`updates`): a DeepSpeed engine over this model's group."""
+        return EngineUpdate(self.cfg, self.topo, model)
 
     def model_seed(self) -> int:
         """Seed of this rank's model initialisation; ranks of one model share it."""
@@ -66,9 +72,9 @@ class Algorithm:
         return params
 
     def train_stream(self):
-        """This rank's batches: its model's data (`algorithm.data`, default `same`), its slice."""
+        """This rank's batches: its model's data (`model_data()`), its slice."""
         t, c = self.topo, self.cfg
-        return self.workload.train_stream(getattr(c.algorithm, "data", "same"), t.model_index, t.models,
+        return self.workload.train_stream(c.algorithm.model_data(), t.model_index, t.models,
                                           c.train.batch_per_rank, t.ranks_per_model, t.dp_rank, c.seed)
 
     def forward(self, model, inputs) -> torch.Tensor:
@@ -103,10 +109,9 @@ class Algorithm:
         x, y = to_device(batch, self.ctx.device)
         self.before_step(step, x, y)
         with self.meter.category("grad_allreduce"):
-            logits = self.forward(self.engine, x)
+            logits = self.forward(self.update.forward_module, x)
             loss = self.loss(step, x, y, logits)
-            self.engine.backward(loss)
-            self.engine.step()
+            self.update.apply(loss)
         self.after_step(step)
         task, self.last_distill = self.split_losses(loss)
         return task
@@ -129,7 +134,7 @@ class Algorithm:
         return [str(i) for i in range(self.topo.models)] + self.extra_eval_names()
 
     def extra_eval_names(self) -> list[str]:
-        return []
+        return list(spec(self.cfg.algorithm.name).extra_models)
 
     def extra_eval_models(self) -> dict[str, nn.Module]:
         """Models beyond the local ones (ensembles, averages); called on every rank at evaluation."""

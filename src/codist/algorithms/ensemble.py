@@ -7,7 +7,6 @@ import torch
 from torch import nn
 
 from .base import Algorithm
-from .eval_models import EXTRA
 from .state import OutputEnsemble, flat_state, frozen, load_flat_state
 
 
@@ -15,9 +14,6 @@ class Ensemble(Algorithm):
     def setup(self) -> None:
         super().setup()
         self.members = OutputEnsemble([frozen(self.new_model()) for _ in range(self.topo.models)], self.forward)
-
-    def extra_eval_names(self) -> list[str]:
-        return list(EXTRA["ensemble"])
 
     def extra_eval_models(self) -> dict[str, nn.Module]:
         mine = flat_state(self.model)

@@ -15,7 +15,6 @@ from torch import nn
 
 from ..distill import distill_loss
 from .base import Algorithm
-from .eval_models import EXTRA
 from .state import OutputEnsemble, flat_state, frozen, load_flat_state
 
 
@@ -64,9 +63,6 @@ class EnsembleCompress(Algorithm):
         mask = self.workload.token_mask(y, logits)
         return self.objective(ce, distill_loss(logits, target, a.temperature, a.loss, mask),
                               1 - a.distill_weight, a.distill_weight)
-
-    def extra_eval_names(self) -> list[str]:
-        return list(EXTRA["ensemble_compress"])
 
     def extra_eval_models(self) -> dict[str, nn.Module]:
         return {"G": self.global_model} if self.topo.model_index == 0 else {}

@@ -9,7 +9,6 @@ import torch
 from torch import nn
 
 from .base import Algorithm
-from .eval_models import EXTRA
 from .state import flat_state, frozen, load_flat_state
 
 
@@ -48,9 +47,6 @@ class ModelAverage(Algorithm):
     def load_checkpoint_state(self, state: dict) -> None:
         super().load_checkpoint_state(state)
         self.rounds = state["rounds"]
-
-    def extra_eval_names(self) -> list[str]:
-        return list(EXTRA["model_average"])
 
     def extra_eval_models(self) -> dict[str, nn.Module]:
         """G: the parameter average of the current local models (what the next round would give)."""

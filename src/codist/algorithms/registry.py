@@ -1,0 +1,117 @@
+"""The algorithm registry: one `register(...)` per algorithm names its config class, its strategy
+and its capabilities; nothing else in codist knows an algorithm by name.
+
+Built-in algorithms register in the torch-free modules `codist/algorithms/*_config.py`, found
+by their file name, and name their strategy as "module:Class", imported on first use: so
+validating a config (`codist run`, the Snakemake plan) imports no torch. Other modules register
+the same way; `CODIST_PLUGINS` (comma-separated module names) makes every process that imports
+`codist.config` (`codist run`, the ranks, the plan) import them. Registering after
+`codist.config` was imported updates its schema (`on_change`).
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+from dataclasses import dataclass
+from typing import Annotated, Callable, Union
+
+from pydantic import Field
+
+from .sections import AlgorithmSection
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    name: str
+    config: type[AlgorithmSection]
+    strategy: str | type          # "module:Class" (imported on first use) or the `base.Algorithm` subclass
+    min_models: int | None = None  # None: trains one model (parallel.models must be 1); else at least this many
+    reads_run: str | None = None   # config field holding the id of another run this run reads (trained first)
+    period: str | None = None      # config field holding the updates between exchanges
+    extra_models: tuple[str, ...] = ()   # evaluated besides the local models "0".."n-1" (ensembles, averages)
+
+    def strategy_class(self) -> type:
+        if isinstance(self.strategy, str):
+            module, cls = self.strategy.split(":")
+            return getattr(importlib.import_module(module), cls)
+        return self.strategy
+
+
+_SPECS: dict[str, AlgorithmSpec] = {}
+_LISTENERS: list[Callable[[], None]] = []
+_loaded = False
+
+
+def register(name: str, config: type[AlgorithmSection], strategy: str | type, **capabilities) -> AlgorithmSpec:
+    """Make `algorithm: {name: <name>, ...}` a valid config section trained by `strategy`."""
+    if not issubclass(config, AlgorithmSection) or config.model_fields.get("name") is None \
+            or config.model_fields["name"].default != name:
+        raise ValueError(f"algorithm {name!r}: its config class must subclass AlgorithmSection and have "
+                         f"name: Literal[{name!r}] = {name!r}")
+    if name in _SPECS and _SPECS[name].config is not config:
+        raise ValueError(f"algorithm {name!r} is registered twice ({_SPECS[name].config.__module__} and "
+                         f"{config.__module__})")
+    spec = _SPECS[name] = AlgorithmSpec(name, config, strategy, **capabilities)
+    if _loaded:
+        for listener in _LISTENERS:
+            listener()
+    return spec
+
+
+def _load() -> None:
+    """Import the built-in `*_config` modules (once)."""
+    global _loaded
+    if _loaded:
+        return
+    for name in sorted(m.name for m in pkgutil.iter_modules(_package_path()) if m.name.endswith("_config")):
+        importlib.import_module(f"{__package__}.{name}")
+    _loaded = True
+
+
+def load_plugins() -> None:
+    """Import the modules named in `CODIST_PLUGINS` (comma-separated). `codist.config` calls this
+    once it is complete, so a plugin may import anything of codist's."""
+    _load()
+    for module in filter(None, (m.strip() for m in os.environ.get("CODIST_PLUGINS", "").split(","))):
+        importlib.import_module(module)
+
+
+def _package_path() -> list[str]:
+    return list(importlib.import_module(__package__).__path__)
+
+
+def specs() -> dict[str, AlgorithmSpec]:
+    _load()
+    return dict(_SPECS)
+
+
+def spec(name: str) -> AlgorithmSpec:
+    return specs()[name]
+
+
+def config_union():
+    """The `algorithm:` section's type: a union of every registered config class, tagged by `name`."""
+    return Annotated[Union[tuple(s.config for s in specs().values())], Field(discriminator="name")]
+
+
+def on_change(listener: Callable[[], None]) -> None:
+    """Call `listener` after each registration that follows the first use of the registry."""
+    _LISTENERS.append(listener)
+
+
+def model_names(algorithm: str, models: int) -> list[str]:
+    """Every model a run evaluates: the local models "0".."n-1", then the algorithm's extra ones."""
+    return [str(i) for i in range(models)] + list(spec(algorithm).extra_models)
+
+
+def exchange_period(algorithm: AlgorithmSection) -> int | None:
+    """Updates between the algorithm's exchanges (codistill k, MA/EC/DiLoCo tau or H), if it has one."""
+    field = spec(algorithm.name).period
+    return None if field is None else getattr(algorithm, field)
+
+
+def upstream_run(algorithm: AlgorithmSection) -> str | None:
+    """The id of the run this run reads (a two-phase student's teachers), if any."""
+    field = spec(algorithm.name).reads_run
+    return None if field is None else getattr(algorithm, field)
