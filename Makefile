@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 # worth it), so a rank alive always has a core of its own.
 CORES  ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: install lock test test-fast test-slurm replicate verify dry-run bench clean-results budget
+.PHONY: install lock test test-fast test-slurm replicate verify dry-run bench clean-results budget gpu-check
 
 # env/install.sh is the install of every documented route (the lock, then fairseq-fixed without
 # build isolation, then codist); make runs it in a fresh venv.
@@ -68,3 +68,10 @@ bench: $(STAMP)
 # rewrites README's "Full scale: cost" section and results/bench/full_scale_budget.csv.
 budget: $(STAMP)
 	$(BIN)/python -m codist.budget --readme README.md --csv results/bench/full_scale_budget.csv
+
+# On a CUDA machine: every full-scale model's fp32/bf16 throughput and peak memory on one GPU
+# (results/bench/gpu_throughput.csv; sized for ~8 min on one H200, not yet run on a GPU), the NCCL
+# checks with >= 2 GPUs, then the tests marked cuda. CPU smoke run of the same code: benchmarks/gpu_check.py --device cpu --steps 2 --batch 2
+gpu-check: $(STAMP)
+	$(BIN)/python benchmarks/gpu_check.py
+	$(BIN)/python -m pytest -q -m cuda tests/test_gpu_check.py
