@@ -1,0 +1,127 @@
+"""benchmarks/gpu_check.py (`make gpu-check`): the CPU smoke run of its code path, every full-scale model
+built data-free by its real builder, the 2-rank exchange over gloo; on a CUDA machine (marker `cuda`)
+the same on the GPU and over NCCL. Nothing here has run on a GPU yet."""
+from __future__ import annotations
+
+import csv
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import gpu_check  # noqa: E402
+
+from codist import budget  # noqa: E402
+from codist.workloads import build_workload  # noqa: E402
+
+TABLE = budget.load_throughput(ROOT / "replications" / "throughput.yaml")
+
+
+@pytest.fixture(scope="module")
+def specs():
+    return gpu_check.full_specs(ROOT / "replications")
+
+
+def rows(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def test_specs_cover_every_full_scale_model(specs):
+    assert {s.model for s in specs} == {"resnet50", "resnext101_32x8d", "lstm_lm", "ctr_mlp", "cifar_resnet20",
+                                        "transformer_vaswani_wmt_en_de_big"}
+    for s in specs:   # each has a throughput unit and a published or derived A100 reference
+        assert TABLE.rate(s.model, "a100", "fp32") is not None, s.model
+
+
+def test_cpu_smoke_run(tmp_path):
+    out = tmp_path / "gpu.csv"
+    assert gpu_check.main(["--device", "cpu", "--steps", "2", "--batch", "2", "--models", "cifar_resnet20",
+                           "--out", str(out)]) == 0
+    got = rows(out)
+    assert [(r["model"], r["precision"], r["device"]) for r in got] == [
+        ("cifar_resnet20", "fp32", "cpu"), ("cifar_resnet20", "bf16", "cpu")]
+    for r in got:
+        assert float(r["units_per_s"]) > 0 and r["error"] == ""
+        # counted training FLOPs = 3 x forward (2 FLOPs per MAC) of the table's MAC count, within 5%
+        assert float(r["train_gflops_per_sample"]) == pytest.approx(6 * 40.55e6 / 1e9, rel=0.05)
+        assert r["reference_gpu"] == "a100" and r["reference_kind"] == "derived"
+    # cpu rows are never read as measured GPU rates
+    assert budget.add_measured(TABLE, out) == []
+
+
+def test_unknown_model_is_one_line(tmp_path, capsys):
+    assert gpu_check.main(["--device", "cpu", "--models", "resnet51", "--out", str(tmp_path / "x.csv")]) == 2
+    assert "--models ['resnet51']: not a full-scale model; known: cifar_resnet20" in capsys.readouterr().err
+
+
+def test_image_lm_ctr_models_build_data_free_with_the_real_shapes(specs):
+    """On the meta device (no memory, no compute): builder, synthetic batch, forward and loss agree."""
+    want = {"resnet50": (2, 1000), "resnext101_32x8d": (2, 1000), "cifar_resnet20": (2, 10),
+            "lstm_lm": (2, 32, 24006), "ctr_mlp": (2, 2)}
+    for s in specs:
+        if s.model not in want:
+            continue
+        w = gpu_check.data_free(build_workload(s.cfg.workload, 0), s.cfg, TABLE)
+        with torch.device("meta"):
+            model = w.build_model()
+        x, y = gpu_check.make_batch(s.cfg, w, 2, TABLE, "meta", 1)
+        out = w.forward(model, x)
+        assert tuple(out.shape) == want[s.model] and w.loss(out, y).shape == ()
+
+
+@pytest.mark.slow
+def test_translation_models_build_data_free(specs):
+    """Transformer-big with the WMT'16 joined dictionary and with IWSLT'14's two (forward on CPU)."""
+    got = {}
+    for s in specs:
+        if s.cfg.workload.name != "translation":
+            continue
+        w = gpu_check.data_free(build_workload(s.cfg.workload, 0), s.cfg, TABLE)
+        model = w.build_model()
+        x, y = gpu_check.make_batch(s.cfg, w, 1, TABLE, "cpu", 1)
+        with torch.no_grad():
+            out = w.forward(model, x)
+        assert torch.isfinite(w.loss(out, y))
+        got[s.cfg.workload.source_lang] = (tuple(out.shape), sum(p.numel() for p in model.parameters()))
+    # target length = the data set's mean target sentence (30.58 / 24.63 tokens), vocabulary its dictionary;
+    # Transformer-big: ~210M parameters with shared embeddings (Vaswani et al. 2017: 213M)
+    assert got["en"][0] == (1, 31, 32768) and got["de"][0] == (1, 25, 6640)
+    assert 200e6 < got["en"][1] < 215e6
+
+
+@pytest.mark.slow
+def test_two_rank_exchange_over_gloo():
+    lines = gpu_check.collectives("cpu", force=True)
+    assert lines[0].startswith("gloo 2 ranks: all-reduce of ResNet-50's state (102 MB)")
+    assert lines[1].endswith("teacher loaded bit-exact: True")
+
+
+def test_cpu_without_collectives_says_why():
+    assert gpu_check.collectives("cpu", force=False)[0].startswith("skip: the 2-rank checks run with --device cuda")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_models_run_on_the_gpu(tmp_path):
+    out = tmp_path / "gpu.csv"
+    assert gpu_check.main(["--device", "cuda", "--steps", "5", "--models", "cifar_resnet20,resnet50",
+                           "--out", str(out)]) == 0
+    for r in rows(out):
+        assert float(r["units_per_s"]) > 0 and float(r["peak_mem_gib"]) > 0 and r["device"] == "cuda"
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
+def test_nccl_allreduce_and_exchange():
+    lines = gpu_check.collectives("cuda", force=False)
+    assert lines[0].startswith("nccl 2 ranks: all-reduce") and lines[1].endswith("bit-exact: True")
+
+
+def test_one_gpu_says_it_skips_nccl(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert gpu_check.collectives("cuda", force=False) == [
+        "skip: the NCCL all-reduce and codistillation exchange need >= 2 GPUs; this machine has 1"]
