@@ -1,4 +1,4 @@
-"""`codist run CONFIG [--set k=v ...] --out DIR` and `codist check CONFIG [--set k=v ...]`."""
+"""`codist run CONFIG [--set k=v ...] --out DIR`, `codist check CONFIG [--set k=v ...]`, `codist data check ...`."""
 from __future__ import annotations
 
 import argparse
@@ -11,7 +11,12 @@ from .config import ConfigError
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="codist", description="codist: distributed training with distillation")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["data"]:   # `codist data check WORKLOAD DIR`: its own parser (codist.datacheck)
+        from .datacheck import main as data_main
+        return data_main(argv[1:])
+    p = argparse.ArgumentParser(prog="codist", description="codist: distributed training with distillation "
+                                "(also: codist data check WORKLOAD DATA_DIR)")
     sub = p.add_subparsers(dest="command", required=True)
     for name, help_ in (("run", "launch every rank of one run and wait"), ("check", "validate a config only")):
         s = sub.add_parser(name, help=help_)
