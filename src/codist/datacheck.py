@@ -1,0 +1,237 @@
+"""`codist data check`: does a data folder hold what a workload's reader expects?
+
+    codist data check imagenet /data/imagenet
+    codist data check cifar /data/cifar --dataset cifar100
+    codist data check translation /data/iwslt14_de_en --source-lang de --target-lang en
+    codist data check --config replications/presets/translation_wmt16_sodhani.yaml
+
+Each problem is one line naming the path and the expected layout (the layouts are the workloads'
+own constants); exit 1 if there is any. The checks call the workloads' readers on a sample (one
+image per split, every CIFAR batch, the first shard's first paragraph, the first lines of the
+Criteo file, the fairseq dictionaries and indexed data), so what passes here is what a run reads.
+How to prepare each data set: docs/full-scale.md.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+import tempfile
+from pathlib import Path
+
+from .workloads.cifar_config import CIFAR_CLASSES, CIFAR_LAYOUT, layout_text
+from .workloads.ctr_config import CRITEO_LAYOUT
+from .workloads.imagenet_config import IMAGEFOLDER_LAYOUT
+from .workloads.lm_config import TEXT_LAYOUT
+from .workloads.translation_config import FAIRSEQ_LAYOUT
+
+CRITEO_SAMPLE_LINES = 1000     # lines of the Criteo file parsed (the whole file is ~45M lines)
+IMAGENET_CLASSES = 1000
+
+
+def _folder(root: Path, layout: str) -> list[str]:
+    return [] if root.is_dir() else [f"{root}: {'not a folder' if root.exists() else 'does not exist'}; "
+                                     f"expected {layout}"]
+
+
+def check_cifar(root: Path, dataset: str = "cifar10") -> tuple[list[str], list[str]]:
+    from .workloads.cifar import _check_batch, _unpickle, find_cifar_folder
+    try:
+        folder = find_cifar_folder(root, dataset)
+    except FileNotFoundError as e:
+        return [str(e)], []
+    _, train, test, key = CIFAR_LAYOUT[dataset]
+    problems, n = [], {}
+    for name in train + test:
+        try:
+            x, _ = _check_batch(folder / name, _unpickle(folder / name), key, CIFAR_CLASSES[dataset])
+            n[name] = len(x)
+        except (OSError, ValueError) as e:
+            problems.append(f"{e}; expected {layout_text(dataset)}")
+    notes = [f"{dataset}: {sum(n.get(f, 0) for f in train):,} training and {sum(n.get(f, 0) for f in test):,} "
+             f"test images in {folder}"]
+    return problems, notes
+
+
+def check_imagefolder(root: Path) -> tuple[list[str], list[str]]:
+    from torchvision.datasets.folder import IMG_EXTENSIONS
+
+    from .workloads.imagenet import load_image
+    problems = _folder(root, IMAGEFOLDER_LAYOUT)
+    if problems:
+        return problems, []
+    classes, notes = {}, []
+    for split in ("train", "val"):
+        d = root / split
+        if not d.is_dir():
+            problems.append(f"{d}: missing; expected {IMAGEFOLDER_LAYOUT}")
+            continue
+        loose = [p.name for p in d.iterdir() if p.is_file()]
+        if loose:   # e.g. ILSVRC2012 val images not yet sorted into class folders
+            problems.append(f"{d}: {len(loose):,} files directly in {split}/ (e.g. {loose[0]}), not in class "
+                            f"folders; expected {IMAGEFOLDER_LAYOUT}")
+        counts, first = {}, None
+        for c in sorted(p for p in d.iterdir() if p.is_dir()):
+            images = [p for p in c.iterdir() if p.is_file() and p.name.lower().endswith(IMG_EXTENSIONS)]
+            counts[c.name] = len(images)
+            first = first or (images[0] if images else None)
+        classes[split] = counts
+        empty = [c for c, k in counts.items() if k == 0]
+        if not counts:
+            problems.append(f"{d}: no class folders; expected {IMAGEFOLDER_LAYOUT}")
+        elif empty:
+            problems.append(f"{d}: {len(empty)} class folder(s) without images ({', '.join(IMG_EXTENSIONS)}), "
+                            f"e.g. {d / empty[0]}; expected {IMAGEFOLDER_LAYOUT}")
+        if first is not None:
+            try:
+                load_image(str(first))
+            except ValueError as e:
+                problems.append(f"{e}; expected {IMAGEFOLDER_LAYOUT}")
+        notes.append(f"{split}/: {len(counts):,} classes, {sum(counts.values()):,} images")
+    if len(classes) == 2 and set(classes["train"]) != set(classes["val"]):
+        diff = sorted(set(classes["train"]) ^ set(classes["val"]))
+        problems.append(f"{root}: train/ and val/ hold different class folders ({len(diff)} differ, e.g. "
+                        f"{diff[0]}); expected {IMAGEFOLDER_LAYOUT}")
+    if classes.get("train") and len(classes["train"]) != IMAGENET_CLASSES:
+        notes.append(f"note: {len(classes['train'])} classes, not ImageNet-1k's {IMAGENET_CLASSES} "
+                     f"(the model's output size follows the folder)")
+    return problems, notes
+
+
+def check_text(root: Path, tokenizer_model: str | None = None) -> tuple[list[str], list[str]]:
+    from .workloads.lm_data import find_shards, read_paragraphs
+    try:
+        shards = find_shards(root)
+    except FileNotFoundError as e:
+        return [str(e)], []
+    problems = []
+    try:
+        if next(iter(read_paragraphs(shards[0])), None) is None:
+            problems.append(f"{shards[0]}: no paragraph in the first shard; expected {TEXT_LAYOUT}")
+    except ValueError as e:
+        problems.append(f"{e}; expected {TEXT_LAYOUT}")
+    if tokenizer_model and not Path(tokenizer_model).is_file():
+        problems.append(f"{tokenizer_model}: the SentencePiece model (workload.tokenizer_model) does not exist")
+    size = sum(p.stat().st_size for p in shards)
+    return problems, [f"{len(shards):,} shards, {size / 1e9:.2f} GB (first: {shards[0]})"]
+
+
+def check_criteo(root: Path, train_file: str = "train.txt", val_file: str | None = None,
+                 hash_buckets: int = 2 ** 18) -> tuple[list[str], list[str]]:
+    from .workloads.ctr import read_criteo
+    problems = _folder(root, CRITEO_LAYOUT)
+    if problems:
+        return problems, []
+    notes = []
+    for name in filter(None, (train_file, val_file)):
+        path = root / name
+        if not path.is_file():
+            problems.append(f"{path}: does not exist; expected {CRITEO_LAYOUT}")
+            continue
+        # the reader itself on the first lines (it counts the whole file first: ~45M lines for Kaggle's)
+        with path.open("rb") as f, tempfile.NamedTemporaryFile(suffix=".txt") as head:
+            head.write(b"".join(itertools.islice(f, CRITEO_SAMPLE_LINES)))
+            head.flush()
+            try:
+                _, labels = read_criteo(head.name, hash_buckets)
+                notes.append(f"{path}: first {len(labels):,} lines parse, click rate {float(labels.float().mean()):.3f}")
+            except ValueError as e:
+                problems.append(str(e).replace(head.name, str(path)))
+    return problems, notes
+
+
+def check_fairseq(root: Path, src: str, tgt: str) -> tuple[list[str], list[str]]:
+    import numpy as np
+
+    from .workloads import translation_data as tdata
+    try:
+        tdata.check_data_dir(root, src, tgt)
+    except FileNotFoundError as e:
+        return [str(e)], []
+    problems, notes, dicts = [], [], {}
+    for lang in (src, tgt):
+        try:
+            dicts[lang] = tdata.load_dictionary(root / f"dict.{lang}.txt")
+            notes.append(f"dict.{lang}.txt: {len(dicts[lang]):,} entries")
+        except ValueError as e:
+            problems.append(f"{e}; expected {FAIRSEQ_LAYOUT}")
+    if problems:
+        return problems, notes
+    for split in ("train", "valid"):
+        sizes = {}
+        for lang in (src, tgt):
+            try:
+                # held while .sizes is copied: it views the index's mmap, which closes with the dataset
+                data = tdata.load_side(root / f"{split}.{src}-{tgt}", lang, dicts[lang])
+                sizes[lang] = np.array(data.sizes)
+                del data
+            except (OSError, ValueError) as e:
+                problems.append(f"{e}; expected {FAIRSEQ_LAYOUT}")
+        if len(sizes) == 2:
+            if len(sizes[src]) != len(sizes[tgt]):
+                problems.append(f"{root / f'{split}.{src}-{tgt}'}.{{{src},{tgt}}}: {len(sizes[src]):,} source but "
+                                f"{len(sizes[tgt]):,} target sentences; expected {FAIRSEQ_LAYOUT}")
+            else:   # mean target length: what the budget planner turns sentences into tokens with
+                notes.append(f"{split}: {len(sizes[tgt]):,} pairs, {sizes[tgt].mean():.2f} target tokens per "
+                             f"sentence (eos included)")
+    return problems, notes
+
+
+def check(workload: str, data_dir: str | Path, dataset: str | None = None, source_lang: str = "src",
+          target_lang: str = "tgt", train_file: str = "train.txt", val_file: str | None = None,
+          tokenizer_model: str | None = None) -> tuple[list[str], list[str]]:
+    """(problems, notes) of `data_dir` for `workload`; problems are one line each."""
+    root = Path(data_dir)
+    if workload == "cifar":
+        return check_cifar(root, dataset or "cifar10")
+    if workload == "imagenet":
+        return check_imagefolder(root)
+    if workload == "lm":
+        return check_text(root, tokenizer_model)
+    if workload == "ctr":
+        return check_criteo(root, train_file, val_file)
+    if workload == "translation":
+        return check_fairseq(root, source_lang, target_lang)
+    raise ValueError(f"workload {workload!r}: expected one of cifar, imagenet, lm, ctr, translation")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="codist data", description="data folders for the real data sets")
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("check", help="check a data folder's layout for a workload")
+    c.add_argument("workload", nargs="?", choices=["cifar", "imagenet", "lm", "ctr", "translation"])
+    c.add_argument("data_dir", nargs="?")
+    c.add_argument("--config", help="instead: the workload section (data_dir and options) of a run config")
+    c.add_argument("--dataset", choices=sorted(CIFAR_LAYOUT), help="cifar: cifar10 (default) or cifar100")
+    c.add_argument("--source-lang", default="src")
+    c.add_argument("--target-lang", default="tgt")
+    c.add_argument("--train-file", default="train.txt")
+    c.add_argument("--val-file")
+    args = p.parse_args(argv)
+    if args.config:
+        from .config import ConfigError, load
+        try:
+            w = load(args.config).workload
+        except ConfigError as e:
+            print(f"codist data check: {e}", file=sys.stderr)
+            return 2
+        if getattr(w, "data_dir", None) is None:
+            print(f"codist data check: {args.config}: workload.dataset {w.dataset!r} reads no data folder")
+            return 0
+        opts = dict(dataset=w.dataset if w.name == "cifar" else None, source_lang=getattr(w, "source_lang", "src"),
+                    target_lang=getattr(w, "target_lang", "tgt"), train_file=getattr(w, "train_file", "train.txt"),
+                    val_file=getattr(w, "val_file", None), tokenizer_model=getattr(w, "tokenizer_model", None))
+        name, data_dir = w.name, w.data_dir
+    elif args.workload and args.data_dir:
+        opts = dict(dataset=args.dataset, source_lang=args.source_lang, target_lang=args.target_lang,
+                    train_file=args.train_file, val_file=args.val_file)
+        name, data_dir = args.workload, args.data_dir
+    else:
+        p.error("give WORKLOAD DATA_DIR or --config CONFIG")
+    problems, notes = check(name, data_dir, **opts)
+    for line in notes:
+        print(f"  {line}")
+    for line in problems:
+        print(line, file=sys.stderr)
+    print(f"{name} data in {data_dir}: " + (f"{len(problems)} problem(s)" if problems else "ok"))
+    return 1 if problems else 0
