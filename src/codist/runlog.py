@@ -32,13 +32,18 @@ def _fsync_dir(folder: Path) -> None:
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write to a temp file in the same directory, fsync, then rename over `path`."""
+    atomic_write_bytes(path, text.encode())
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write to a temp file in the same directory, fsync, then rename over `path`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.fchmod(fd, 0o666 & ~_UMASK)   # mkstemp makes 0600; results are shared files
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
