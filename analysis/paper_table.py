@@ -6,7 +6,8 @@ Columns are metrics of the runs' last evaluation (e.g. `val_log_loss`, `val_nll`
   churn                           Anil et al.'s prediction churn: mean |p_a(click) - p_b(click)|
                                   on the validation set between two retrains (seeds) of the same
                                   configuration, one value per pair of seeds; for the ensemble
-                                  model p is the mean of its members' probabilities
+                                  model p is the mean of its members' probabilities (each run
+                                  wrote its models' p(click) per sample: val_predictions_<m>.npy)
   comm_bytes_per_update           bytes each rank sent per update for training (summary.json)
   between_group_bytes_per_update  of which between model groups
 
@@ -24,7 +25,9 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+import yaml
 
 from codist.runlog import atomic_write_text
 from figure_data import finals, label
@@ -34,29 +37,26 @@ SUMMARY_COLUMNS = {"comm_bytes_per_update": "comm_sent_bytes_per_rank_per_update
 
 
 def churn_values(manifest: dict, series: str, model: str) -> list[tuple[str, float]]:
-    """(pair "s1-s2", churn) for every pair of seeds of `series` (loads the runs' saved models)."""
-    from codist.config import load
-    from codist.workloads import build_workload
-    from codist.workloads.ctr import click_probabilities, load_model
-
+    """(pair "s1-s2", churn) for every pair of seeds of `series`, from the validation predictions
+    each run wrote (`val_predictions_<model>.npy`, p(click) per sample): no model is rebuilt here."""
     runs = sorted((r for r in manifest["runs"] if r["series"] == series), key=lambda r: r["seed"])
     if len(runs) < 2:
         raise ValueError(f"churn of {series!r} needs at least 2 retrains (seeds), has {len(runs)}")
     probs = {}
     for r in runs:
         run_dir = Path(r["run_dir"])
-        cfg = load(run_dir / "config.yaml")
-        if cfg.workload.name != "ctr":
-            raise ValueError(f"{run_dir}: churn is defined for the ctr workload, not {cfg.workload.name!r}")
-        workload = build_workload(cfg.workload, cfg.seed)
-        names = [model] if model != "ensemble" else [str(i) for i in range(cfg.parallel.models)]
-        paths = [run_dir / f"model_{n}.pt" for n in names]
+        cfg = yaml.safe_load((run_dir / "config.yaml").read_text())
+        if cfg["workload"]["name"] != "ctr":
+            raise ValueError(f"{run_dir}: churn is defined for the ctr workload, not {cfg['workload']['name']!r}")
+        names = [model] if model != "ensemble" else [str(i) for i in range(cfg["parallel"]["models"])]
+        paths = [run_dir / f"val_predictions_{n}.npy" for n in names]
         missing = [str(p) for p in paths if not p.exists()]
         if missing:
-            raise FileNotFoundError(f"churn needs the saved models (train.save_model: true); missing {missing}")
-        members = [click_probabilities(load_model(workload, p), workload.val_dataset()) for p in paths]
+            raise FileNotFoundError(f"churn needs the runs' validation predictions (written by runs since "
+                                    f"issue 15; rerun older runs); missing {missing}")
+        members = [np.load(p) for p in paths]
         probs[r["seed"]] = sum(members) / len(members)
-    return [(f"{a}-{b}", float((probs[a] - probs[b]).abs().mean()))
+    return [(f"{a}-{b}", float(np.abs(probs[a] - probs[b]).mean()))
             for a, b in itertools.combinations(sorted(probs), 2)]
 
 

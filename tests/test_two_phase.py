@@ -26,7 +26,8 @@ def test_student_learns_from_the_saved_ensemble(tmp_path):
                          {"algorithm": {"name": "ensemble"}, "parallel": {"world_size": 2, "models": 2},
                           "train": {"save_model": True}})
     assert (teacher / "model_0.pt").exists() and (teacher / "model_1.pt").exists()
-    student = launch_run(tmp_path / "runs" / "student", {"algorithm": {"name": "distill", "teacher_run": "abcdefabcdef"}})
+    student = launch_run(tmp_path / "runs" / "student", {"algorithm": {"name": "distill", "teacher_run": "abcdefabcdef"},
+                                                         "train": {"probes": ["init_distance"]}})
     assert read_summary(student)["steps"] == 6 and read_rows(student)[-1]["train_loss"] > 0
     # the same student with alpha = 0 is plain training: the teacher term changed the updates
     plain = launch_run(tmp_path / "runs" / "plain", {"algorithm": {"name": "distill", "teacher_run": "abcdefabcdef",

@@ -50,7 +50,7 @@ from pathlib import Path
 import yaml
 
 from codist.algorithms import model_names, registry as algorithm_registry
-from codist.config import ConfigError, RunConfig, deep_merge, to_dict, validate
+from codist.config import PROBES, ConfigError, RunConfig, deep_merge, to_dict, validate
 from codist.launch import cluster_resources, threads_per_rank
 from codist.workloads.metrics import LOGGED
 
@@ -222,6 +222,23 @@ def refer(overrides: dict, seed: int, resolved: dict, where: str) -> dict:
     return out
 
 
+def probes_plotted(fig: dict) -> list[str]:
+    """The probes (codist.probes) a figure plots in its panels: its runs must log them."""
+    return [p for p in PROBES if p in (fig.get("panels") or [])]
+
+
+def with_probes(cfg: RunConfig, probes) -> RunConfig:
+    """`cfg` also logging `probes` (not part of the run id: measurements only)."""
+    merged = sorted(set(cfg.train.probes) | set(probes))
+    return cfg.model_copy(update={"train": cfg.train.model_copy(update={"probes": merged})})
+
+
+def without_probes(cfg: RunConfig) -> dict:
+    d = to_dict(cfg)
+    d["train"].pop("probes")
+    return d
+
+
 def load_paper(path: str | os.PathLike, scale: str, plan: Plan) -> None:
     """Add the figures `path` declares at `scale` to `plan` (figures without that scale are skipped).
     The file is checked against analysis/schema.py, then every name its claims and rows use."""
@@ -264,11 +281,15 @@ def load_paper(path: str | os.PathLike, scale: str, plan: Plan) -> None:
                     failed.setdefault(detail, []).append(f"{label!r} seed {seed}")
                     continue
                 rid = cfg.run_id()
-                if rid in plan.configs and to_dict(plan.configs[rid]) != to_dict(cfg):
-                    raise ExperimentsError(
-                        f"run {rid} is declared twice with different name/launch settings:\n"
-                        f"  {plan.declared_by[rid]}\n  {here}\nmake them equal (they share one run)")
-                plan.configs.setdefault(rid, cfg)
+                cfg = with_probes(cfg, probes_plotted(raw_figures[fig_id]))
+                if rid in plan.configs:
+                    first = plan.configs[rid]
+                    if without_probes(first) != without_probes(cfg):
+                        raise ExperimentsError(
+                            f"run {rid} is declared twice with different name/launch settings:\n"
+                            f"  {plan.declared_by[rid]}\n  {here}\nmake them equal (they share one run)")
+                    cfg = with_probes(first, cfg.train.probes)   # a shared run logs what each figure plots
+                plan.configs[rid] = cfg
                 plan.declared_by.setdefault(rid, here)
                 runs.append(RunRef(str(label), seed, rid))
                 resolved[(str(label), seed)] = rid

@@ -97,6 +97,11 @@ class ScheduleConfig(_Section):
         return self
 
 
+#: measurements a run can log beside its metrics (codist.probes implements them)
+PROBES = ("init_distance",)
+Probe = Literal[PROBES]
+
+
 class TrainConfig(_Section):
     steps: StrictInt = Field(100, ge=1)
     batch_per_rank: StrictInt = Field(32, ge=1)
@@ -105,6 +110,9 @@ class TrainConfig(_Section):
     save_model: bool = Field(True, description="write model_<name>.pt (state dict) at the end")
     checkpoint_every: StrictInt = Field(0, ge=0, description="updates between checkpoints (0: none); a rerun "
                                   "resumes from the newest")
+    probes: list[Probe] = Field(
+        default_factory=list, description="measurements logged beside the metrics (codist.probes): "
+        "init_distance, each local model's L2 distance from its initialisation (Sodhani et al. Fig. 1)")
 
 
 class RunConfig(_Section):
@@ -305,14 +313,16 @@ def to_dict(cfg: RunConfig) -> dict[str, Any]:
 
 
 #: config keys that do not change a run's results, so are not part of its id
-NOT_IN_RUN_ID = ("name", "source", "launch", "train.save_model", "train.checkpoint_every", "workload.cache_dir")
+NOT_IN_RUN_ID = ("name", "source", "launch", "train.save_model", "train.checkpoint_every", "train.probes",
+                 "workload.cache_dir")
 
 
 def run_id(cfg: RunConfig) -> str:
     """12 hex digits of the hash of everything that changes the results.
 
     Left out: the label, the launch section (launcher, threads, port, timeouts), whether the
-    final model is saved and how often to checkpoint; so a run shared by several figures has
+    final model is saved, how often to checkpoint and which probes are logged (measurements that
+    never change the training); so a run shared by several figures has
     one id and runs once. In: the workload's data version, so regenerated embedded data
     gives new ids instead of stale results.
     """

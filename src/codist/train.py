@@ -7,31 +7,37 @@ algorithm and the workload only through their interfaces.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 import os
 import signal
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from . import checkpoint
 from . import config as config_mod
 from .algorithms import TrainContext, build_algorithm
 from .comm import CommMeter, summarize
-from .data import eval_batches, to_device
-from .distributed import init, pick_device
+from .config import RunConfig
+from .distributed import Topology, init, pick_device
+from .evaluation import Evaluator
 from .owner import owner_gone
 from .progress import Progress
-from .runlog import Heartbeat, MetricsLog, atomic_torch_save, atomic_write_json, git_state, hardware, package_versions
+from .runlog import (Heartbeat, MetricsLog, atomic_torch_save, atomic_write_bytes, atomic_write_json, git_state, hardware,
+                     package_versions)
 from .workloads import build_workload
 
 
 EXIT_PREEMPTED = 3   # checkpointed on SIGTERM/SIGUSR1: not done, rerun to resume
 STOP_CHECK_EVERY = 10   # updates between the ranks' agreement on a stop signal (one tiny all-reduce)
 EXIT_DIVERGED = 4    # the training loss became NaN or inf: stopped, no summary.json and no models written
+EXIT_CONFIG = 2      # the run cannot start as configured (e.g. the launcher's world is not parallel.world_size)
 
 
 def parse_args(argv=None):
@@ -40,66 +46,6 @@ def parse_args(argv=None):
     p.add_argument("--out", required=True, help="run directory")
     p.add_argument("--local_rank", "--local-rank", type=int, default=None, help="set by the launcher")
     return p.parse_args(argv)
-
-
-class Evaluator:
-    """Sharded evaluation of every model, one world all-reduce of the sums (category eval)."""
-
-    def __init__(self, ctx: TrainContext, algo):
-        self.ctx, self.algo = ctx, algo
-        self.names = algo.eval_names()
-        self.val = ctx.workload.val_dataset()
-        self.init_params = algo.initial_parameters()
-
-    @torch.no_grad()
-    def init_distance(self) -> float:
-        """L2 distance of this rank's model from its initialisation (Sodhani et al. 2020, Fig. 1)."""
-        now = list(self.algo.model.parameters())
-        return float(sum(((p - p0.to(p.device)) ** 2).sum() for p, p0 in zip(now, self.init_params)) ** 0.5)
-
-    @torch.no_grad()
-    def __call__(self, train_loss_sum: float, train_loss_count: int, distill_sum: float = 0.0,
-                 distill_count: int = 0) -> dict[str, dict[str, float]]:
-        ctx, topo = self.ctx, self.ctx.topo
-        keys, rows = None, {}
-        for name, model in self.algo.eval_models().items():
-            was_training = model.training
-            model.eval()
-            sums: dict[str, float] = {}
-            for batch in eval_batches(self.val, topo.ranks_per_model, topo.dp_rank, ctx.cfg.train.eval_batch):
-                x, y = to_device(batch, ctx.device)
-                for k, v in ctx.workload.eval_model_sums(model, x, y).items():
-                    sums[k] = sums.get(k, 0.0) + v
-            model.train(was_training)
-            rows[name] = sums
-            keys = list(sums)
-        if keys is None:  # every algorithm gives each rank its own model to evaluate
-            raise RuntimeError(f"rank {topo.rank}: the algorithm gave this rank no model to evaluate")
-        cols = keys + ["train_loss_sum", "train_loss_count", "comm_sent_bytes", "init_distance", "distill_sum",
-                       "distill_count"]
-        table = torch.zeros(len(self.names), len(cols), dtype=torch.float64)
-        mine = str(topo.model_index)
-        for name, sums in rows.items():
-            i = self.names.index(name)
-            table[i, :len(keys)] = torch.tensor([sums.get(k, 0.0) for k in keys], dtype=torch.float64)
-        if mine in self.names:  # training statistics belong to this rank's own model
-            i = self.names.index(mine)
-            own = self.init_distance() if topo.dp_rank == 0 else 0.0   # one rank per model adds it
-            table[i, len(keys):] = torch.tensor([train_loss_sum, train_loss_count, ctx.meter.sent_bytes(), own,
-                                                 distill_sum, distill_count], dtype=torch.float64)
-        ctx.meter.all_reduce(table, category="eval")
-        out = {}
-        for i, name in enumerate(self.names):
-            vals = dict(zip(cols, table[i].tolist()))
-            metrics = ctx.workload.finalize_eval({k: vals[k] for k in keys})
-            n = vals["train_loss_count"]
-            metrics["train_loss"] = vals["train_loss_sum"] / n if n else None   # the task loss only
-            dn = vals["distill_count"]   # the distillation / compression term, on the updates it acted
-            metrics["distill_loss"] = vals["distill_sum"] / dn if dn else None
-            metrics["comm_bytes"] = int(vals["comm_sent_bytes"])
-            metrics["init_distance"] = vals["init_distance"] if n else None   # local models only
-            out[name] = metrics
-        return out
 
 
 def write_manifest(cfg, out: Path, topo, threads: int, device, resumed_from: int | None) -> None:
@@ -146,74 +92,134 @@ class StopFlag:
         return bool(flag.item())
 
 
+@dataclass
+class Run:
+    """What the phases of one rank's run share."""
+    cfg: RunConfig
+    out: Path
+    topo: Topology
+    meter: CommMeter
+    workload: object
+    algo: object
+    stream: object
+    evaluate: Evaluator
+    log: MetricsLog
+    heartbeat: Heartbeat
+    stop: StopFlag
+    threads: int
+    device: torch.device
+    launched: float   # when `codist run` launched the job (unix time)
+    timers: dict = field(default_factory=lambda: {"train_s": 0.0, "eval_s": 0.0, "loss_sum": 0.0, "loss_n": 0})
+    rows: list = field(default_factory=list)        # every metrics row so far (checkpointed with the run)
+    history: dict = field(default_factory=dict)     # model -> its rows (for the summary)
+    start: int = 0                                  # first update of this process (a resumed run's step)
+    resume_load_s: float | None = None
+    first_step_unix: float | None = None
+
+    @property
+    def lead(self) -> bool:
+        return self.topo.rank == 0
+
+    @property
+    def per_model_batch(self) -> int:
+        return self.cfg.train.batch_per_rank * self.topo.ranks_per_model
+
+
 def main(argv=None) -> int:
-    args = parse_args(argv)
+    """set up, resume, train, finish: each a function below."""
+    run = set_up(parse_args(argv))
+    resume(run)
+    code = train_loop(run)
+    if code is None:
+        finish(run)
+    return code or 0
+
+
+def check_world_size(cfg: RunConfig) -> None:
+    """The launcher's world (WORLD_SIZE, env://) must be the config's `parallel.world_size`:
+    ranks per model are derived from it, so a mismatch would train another topology silently."""
+    real = int(os.environ.get("WORLD_SIZE", "1"))
+    if real != cfg.parallel.world_size:
+        if int(os.environ.get("RANK", "0")) == 0:
+            print(f"codist: parallel.world_size={cfg.parallel.world_size} but the launcher started {real} "
+                  f"rank(s) (WORLD_SIZE={real}); launch with codist run, or make them equal", file=sys.stderr)
+        raise SystemExit(EXIT_CONFIG)
+
+
+def set_up(args) -> Run:
+    """Config, threads and device, the world-size check, process groups and meter, the workload,
+    the algorithm (models, engines), its data stream and evaluator."""
     t_process = time.time()
     out = Path(args.out)
     cfg = config_mod.load(args.config)
     threads = int(os.environ.get("CODIST_THREADS_PER_RANK") or os.environ.get("OMP_NUM_THREADS") or 1)
     torch.set_num_threads(threads)
     device, backend = pick_device(cfg.launch.device)
+    check_world_size(cfg)
     stop = StopFlag()
     topo = init(cfg.parallel.models, backend, timeout_s=cfg.launch.collective_timeout_s)
     heartbeat = Heartbeat(out, topo.rank)
     meter = CommMeter(topo.rank, topo.model_of())
     meter.install_hooks()
-    lead = topo.rank == 0
-    run_id = cfg.run_id()
-
     workload = build_workload(cfg.workload, cfg.seed)
     ctx = TrainContext(cfg, topo, meter, workload, device, out)
     algo = build_algorithm(ctx)
     algo.setup()
     stream = algo.train_stream()
     evaluate = Evaluator(ctx, algo)
-    log = MetricsLog(out / "metrics.jsonl")
+    return Run(cfg, out, topo, meter, workload, algo, stream, evaluate, MetricsLog(out / "metrics.jsonl"), heartbeat,
+               stop, threads, device, launched=float(os.environ.get("CODIST_LAUNCH_UNIX", t_process)))
 
-    steps, per_model_batch = cfg.train.steps, cfg.train.batch_per_rank * topo.ranks_per_model
-    timers = {"train_s": 0.0, "eval_s": 0.0, "loss_sum": 0.0, "loss_n": 0}
-    start = checkpoint.latest(out, run_id)   # also a stop signal's checkpoint when checkpoint_every is 0
-    rows: list[dict] = []
-    resume_load_s = None
-    if start is not None:   # resume: state, RNG, counters, timers and metrics rows as they were at `start`
+
+def resume(run: Run) -> None:
+    """From the newest checkpoint, if any (a stop signal's too, whatever checkpoint_every): state,
+    RNG, meter counters, timers and metrics rows as they were; then rank 0 rewrites the metrics
+    log from those rows (Snakemake may have deleted it) and writes the manifest."""
+    cfg, topo, out = run.cfg, run.topo, run.out
+    run_id = cfg.run_id()
+    start = checkpoint.latest(out, run_id)
+    if start is not None:
         t_load = time.perf_counter()
         group_state, rank_state = checkpoint.load(out, start, run_id, topo.rank, topo.model_index)
-        algo.load_checkpoint_state(group_state["algorithm"])
+        run.algo.load_checkpoint_state(group_state["algorithm"])
         torch.set_rng_state(rank_state["rng"])
-        meter.load_tensor(rank_state["meter"])
-        timers, rows = rank_state["timers"], json.loads(rank_state["rows"])
-        resume_load_s = time.perf_counter() - t_load
+        run.meter.load_tensor(rank_state["meter"])
+        run.timers, run.rows = rank_state["timers"], json.loads(rank_state["rows"])
+        run.resume_load_s = time.perf_counter() - t_load
     torch.distributed.barrier()   # every rank has read the checkpoint before rank 0 touches files
-    if lead:   # the rows come from the checkpoint: metrics.jsonl may be gone (snakemake deletes it)
+    if run.lead:
         (out / "summary.json").unlink(missing_ok=True)
-        log.replace(rows)
-        write_manifest(cfg, out, topo, threads, device, resumed_from=start)
-    history: dict[str, list[dict]] = {}
-    for row in rows:
-        history.setdefault(row["model"], []).append(row)
-    start = start or 0
+        run.log.replace(run.rows)
+        write_manifest(cfg, out, topo, run.threads, run.device, resumed_from=start)
+    for row in run.rows:
+        run.history.setdefault(row["model"], []).append(row)
+    run.start = start or 0
 
-    def save_checkpoint(done: int) -> None:
-        t0 = time.perf_counter()
-        group_state = None
-        if topo.dp_rank == 0:
-            group_state = {"group": topo.model_index, "algorithm": algo.checkpoint_state()}
-        checkpoint.save(out, done, run_id, topo.rank, group_state,
-                        {"rng": torch.get_rng_state(), "meter": meter.as_tensor(), "timers": timers,
-                         "rows": json.dumps(rows)},
-                        barrier=lambda: meter.barrier())
-        timers["checkpoint_s"] = timers.get("checkpoint_s", 0.0) + time.perf_counter() - t0
-        timers["checkpoints"] = timers.get("checkpoints", 0) + 1
 
-    launched = float(os.environ.get("CODIST_LAUNCH_UNIX", t_process))
-    progress = Progress(steps, start, cfg.name or run_id, enabled=lead)
-    first_step_unix = None
+def save_checkpoint(run: Run, done: int) -> None:
+    t0, topo, timers = time.perf_counter(), run.topo, run.timers
+    group_state = None
+    if topo.dp_rank == 0:
+        group_state = {"group": topo.model_index, "algorithm": run.algo.checkpoint_state()}
+    checkpoint.save(run.out, done, run.cfg.run_id(), topo.rank, group_state,
+                    {"rng": torch.get_rng_state(), "meter": run.meter.as_tensor(), "timers": timers,
+                     "rows": json.dumps(run.rows)},
+                    barrier=lambda: run.meter.barrier())
+    timers["checkpoint_s"] = timers.get("checkpoint_s", 0.0) + time.perf_counter() - t0
+    timers["checkpoints"] = timers.get("checkpoints", 0) + 1
+
+
+def train_loop(run: Run) -> int | None:
+    """The updates from run.start on, with evaluation, the stop-signal agreement and checkpoints
+    at their cadences. Returns an exit code when the run stops early (diverged, signalled)."""
+    cfg, algo, timers, steps = run.cfg, run.algo, run.timers, run.cfg.train.steps
+    progress = Progress(steps, run.start, cfg.name or cfg.run_id(), enabled=run.lead)
     diverged_at = None   # this rank's first update with a NaN or inf loss
-    for step in range(start, steps):
+    for step in range(run.start, steps):
         t0 = time.perf_counter()
-        if first_step_unix is None:
-            first_step_unix = time.time()
-        loss = algo.train_step(step, stream.batch(step))
+        if run.first_step_unix is None:
+            run.first_step_unix = time.time()
+        loss = algo.train_step(step, run.stream.batch(step))
         timers["train_s"] += time.perf_counter() - t0
         timers["loss_sum"] += loss
         timers["loss_n"] += 1
@@ -223,65 +229,93 @@ def main(argv=None) -> int:
         done = step + 1
         if diverged_at is None and not math.isfinite(loss):
             diverged_at = done   # the ranks stop together at the next evaluation (no extra collective)
-        heartbeat.beat(done)
+        run.heartbeat.beat(done)
         if done % cfg.train.eval_every == 0 or done == steps:
-            t1 = time.perf_counter()
-            results = evaluate(timers["loss_sum"], timers["loss_n"], timers.get("distill_sum", 0.0),
-                               timers.get("distill_n", 0))
-            timers["eval_s"] += time.perf_counter() - t1
-            timers["loss_sum"], timers["loss_n"], timers["distill_sum"], timers["distill_n"] = 0.0, 0, 0.0, 0
-            bad = non_finite_losses(results)
-            if bad:   # every rank sees the same all-reduced losses, so every rank stops here
-                at = diverged_at or done
-                losses = ", ".join(f"{v} (model {n})" for n, v in bad.items())
-                msg = (f"diverged at update {at}: training loss {losses} at the evaluation after update {done}; "
-                       f"no summary or model written "
-                       f"(lower optimizer.lr or set optimizer.grad_clip)")
-                progress.close()
-                if lead:
-                    print(f"codist: {msg}", file=sys.stderr)
-                heartbeat.write({"state": "diverged", "step": at, "error": msg})
-                torch.distributed.destroy_process_group()
-                return EXIT_DIVERGED
-            for name, metrics in results.items():
-                row = {"step": done, "samples": done * per_model_batch, "wall_s": round(timers["train_s"], 4),
-                       "model": name, **metrics}
-                history.setdefault(name, []).append(row)
-                rows.append(row)
-                if lead:
-                    log.append(row)
-            progress.evaluated(done, workload.metric.name, results[evaluate.names[0]][workload.metric.name])
+            code = evaluate_and_log(run, done, diverged_at, progress)
+            if code is not None:
+                return code
         progress.step()
-        if done < steps and done % STOP_CHECK_EVERY == 0 and stop.agreed(meter):
-            save_checkpoint(done)
-            if lead:
+        if done < steps and done % STOP_CHECK_EVERY == 0 and run.stop.agreed(run.meter):
+            save_checkpoint(run, done)
+            if run.lead:
                 print(f"codist: stopped by signal after update {done}; checkpoint written, rerun to resume",
                       file=sys.stderr)
-            heartbeat.write({"state": "preempted", "step": done})
-            meter.barrier()   # every rank has said so before any exits: a launcher may kill the rest then
+            run.heartbeat.write({"state": "preempted", "step": done})
+            run.meter.barrier()   # every rank has said so before any exits: a launcher may kill the rest then
             torch.distributed.destroy_process_group()
             return EXIT_PREEMPTED
         if cfg.train.checkpoint_every and done % cfg.train.checkpoint_every == 0 and done < steps:
-            save_checkpoint(done)
+            save_checkpoint(run, done)
     progress.close()
+    return None
 
-    models = algo.eval_models()   # on every rank: some algorithms gather models here
-    if cfg.train.save_model and topo.dp_rank == 0:  # one copy per model, from its group's first rank
+
+def evaluate_and_log(run: Run, done: int, diverged_at: int | None, progress: Progress) -> int | None:
+    """Evaluate every model after update `done` and log its rows; EXIT_DIVERGED (after saying
+    why) when a training loss is NaN or inf."""
+    timers = run.timers
+    t1 = time.perf_counter()
+    results = run.evaluate(timers["loss_sum"], timers["loss_n"], timers.get("distill_sum", 0.0),
+                           timers.get("distill_n", 0))
+    timers["eval_s"] += time.perf_counter() - t1
+    timers["loss_sum"], timers["loss_n"], timers["distill_sum"], timers["distill_n"] = 0.0, 0, 0.0, 0
+    bad = non_finite_losses(results)
+    if bad:   # every rank sees the same all-reduced losses, so every rank stops here
+        at = diverged_at or done
+        losses = ", ".join(f"{v} (model {n})" for n, v in bad.items())
+        msg = (f"diverged at update {at}: training loss {losses} at the evaluation after update {done}; "
+               f"no summary or model written "
+               f"(lower optimizer.lr or set optimizer.grad_clip)")
+        progress.close()
+        if run.lead:
+            print(f"codist: {msg}", file=sys.stderr)
+        run.heartbeat.write({"state": "diverged", "step": at, "error": msg})
+        torch.distributed.destroy_process_group()
+        return EXIT_DIVERGED
+    for name, metrics in results.items():
+        row = {"step": done, "samples": done * run.per_model_batch, "wall_s": round(timers["train_s"], 4),
+               "model": name, **metrics}
+        run.history.setdefault(name, []).append(row)
+        run.rows.append(row)
+        if run.lead:
+            run.log.append(row)
+    metric = run.workload.metric.name
+    progress.evaluated(done, metric, results[run.evaluate.names[0]][metric])
+    return None
+
+
+def finish(run: Run) -> None:
+    """The final models (one file per model, from its group's first rank) and, on rank 0, the
+    summary with the whole job's traffic."""
+    cfg, topo, meter = run.cfg, run.topo, run.meter
+    models = run.algo.eval_models()   # on every rank: some algorithms gather models here
+    if topo.dp_rank == 0:   # one copy per model, from its group's first rank
         for name, model in models.items():
-            atomic_torch_save(model.state_dict(), out / f"model_{name}.pt")
-
+            if cfg.train.save_model:
+                atomic_torch_save(model.state_dict(), run.out / f"model_{name}.pt")
+            write_predictions(run, name, model)
     totals = meter.as_tensor()
     meter.all_reduce(totals, category="control")
-    if lead:
-        setup_s = (first_step_unix - launched) if first_step_unix else None
-        atomic_write_json(out / "summary.json", summary(cfg, workload, history, totals, topo, steps,
-                                                        per_model_batch, timers, setup_s=setup_s,
-                                                        elapsed_s=time.time() - launched, resumed_from=start,
-                                                        resume_load_s=resume_load_s))
+    if run.lead:
+        setup_s = (run.first_step_unix - run.launched) if run.first_step_unix else None
+        atomic_write_json(run.out / "summary.json", summary(
+            cfg, run.workload, run.history, totals, topo, cfg.train.steps, run.per_model_batch, run.timers,
+            setup_s=setup_s, elapsed_s=time.time() - run.launched, resumed_from=run.start,
+            resume_load_s=run.resume_load_s))
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
-    heartbeat.finish()
-    return 0
+    run.heartbeat.finish()
+
+
+def write_predictions(run: Run, name: str, model) -> None:
+    """The workload's per-sample validation predictions of a final model, if it has any (CTR:
+    p(click), for churn), as `val_predictions_<name>.npy`: the analysis reads numbers, never models."""
+    with torch.no_grad():
+        predictions = run.workload.val_predictions(model)
+    if predictions is not None:
+        buf = io.BytesIO()
+        np.save(buf, predictions.cpu().numpy())
+        atomic_write_bytes(run.out / f"val_predictions_{name}.npy", buf.getvalue())
 
 
 def non_finite_losses(results: dict[str, dict]) -> dict[str, float]:

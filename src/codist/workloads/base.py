@@ -85,6 +85,11 @@ class Workload(ABC):
         n = sums["count"]
         return {"val_loss": sums["loss_sum"] / n, "val_accuracy": sums["correct"] / n}
 
+    def val_predictions(self, model: nn.Module) -> torch.Tensor | None:
+        """Per-sample validation predictions the analysis needs beyond the metrics (e.g. CTR
+        churn between retrains), written by the run as `val_predictions_<model>.npy`; None: none."""
+        return None
+
     def class_counts(self) -> torch.Tensor:
         """Training-set frequency of each class (the unigram prior of label smoothing)."""
         data = self.train_dataset()

@@ -510,6 +510,10 @@ class CtrWorkload(Workload):
         self._load()
         return self._val
 
+    def val_predictions(self, model: nn.Module) -> torch.Tensor:
+        """p(click) of every validation sample, in order: what prediction churn compares."""
+        return click_probabilities(model, self.val_dataset())
+
     def eval_sums(self, outputs: torch.Tensor, targets: torch.Tensor) -> dict[str, float]:
         """Summed log loss, correct predictions, predicted and observed clicks of one batch."""
         logp = F.log_softmax(outputs.double(), dim=1)

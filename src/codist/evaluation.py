@@ -1,0 +1,65 @@
+"""Sharded evaluation of every model of a run, one world all-reduce of the sums (category eval)."""
+from __future__ import annotations
+
+import torch
+
+from .algorithms.base import TrainContext
+from .data import eval_batches, to_device
+from .probes import build_probes
+
+
+class Evaluator:
+    """Each rank evaluates its shard of the validation set on the models its algorithm gives it,
+    and adds its own model's training statistics and the requested probes (`train.probes`); one
+    all-reduce of the (models x statistics) table gives every rank every model's metrics."""
+
+    def __init__(self, ctx: TrainContext, algo):
+        self.ctx, self.algo = ctx, algo
+        self.names = algo.eval_names()
+        self.val = ctx.workload.val_dataset()
+        self.probes = build_probes(ctx.cfg.train.probes, algo)
+
+    @torch.no_grad()
+    def __call__(self, train_loss_sum: float, train_loss_count: int, distill_sum: float = 0.0,
+                 distill_count: int = 0) -> dict[str, dict[str, float]]:
+        ctx, topo = self.ctx, self.ctx.topo
+        keys, rows = None, {}
+        for name, model in self.algo.eval_models().items():
+            was_training = model.training
+            model.eval()
+            sums: dict[str, float] = {}
+            for batch in eval_batches(self.val, topo.ranks_per_model, topo.dp_rank, ctx.cfg.train.eval_batch):
+                x, y = to_device(batch, ctx.device)
+                for k, v in ctx.workload.eval_model_sums(model, x, y).items():
+                    sums[k] = sums.get(k, 0.0) + v
+            model.train(was_training)
+            rows[name] = sums
+            keys = list(sums)
+        if keys is None:  # every algorithm gives each rank its own model to evaluate
+            raise RuntimeError(f"rank {topo.rank}: the algorithm gave this rank no model to evaluate")
+        own = ["train_loss_sum", "train_loss_count", "comm_sent_bytes", "distill_sum", "distill_count"]
+        cols = keys + own + list(self.probes)
+        table = torch.zeros(len(self.names), len(cols), dtype=torch.float64)
+        mine = str(topo.model_index)
+        for name, sums in rows.items():
+            i = self.names.index(name)
+            table[i, :len(keys)] = torch.tensor([sums.get(k, 0.0) for k in keys], dtype=torch.float64)
+        if mine in self.names:  # training statistics and probes belong to this rank's own model
+            i = self.names.index(mine)
+            probed = [probe() if topo.dp_rank == 0 else 0.0 for probe in self.probes.values()]   # one rank per model
+            table[i, len(keys):] = torch.tensor([train_loss_sum, train_loss_count, ctx.meter.sent_bytes(),
+                                                 distill_sum, distill_count, *probed], dtype=torch.float64)
+        ctx.meter.all_reduce(table, category="eval")
+        out = {}
+        for i, name in enumerate(self.names):
+            vals = dict(zip(cols, table[i].tolist()))
+            metrics = ctx.workload.finalize_eval({k: vals[k] for k in keys})
+            n = vals["train_loss_count"]
+            metrics["train_loss"] = vals["train_loss_sum"] / n if n else None   # the task loss only
+            dn = vals["distill_count"]   # the distillation / compression term, on the updates it acted
+            metrics["distill_loss"] = vals["distill_sum"] / dn if dn else None
+            metrics["comm_bytes"] = int(vals["comm_sent_bytes"])
+            for probe in self.probes:
+                metrics[probe] = vals[probe] if n else None   # local models only
+            out[name] = metrics
+        return out
