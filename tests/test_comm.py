@@ -79,3 +79,88 @@ def test_meter_counts_real_collectives_by_formula_and_tier():
     assert s["prediction_exchange"]["recv_bytes_all_ranks"] == 4 * 20
     assert s["prediction_exchange"]["between_group_sent_bytes"] == 4 * 20
     assert set(s) <= set(CATEGORIES)
+
+
+@pytest.mark.slow
+def test_meter_agrees_with_deepspeeds_comms_logger_on_a_two_rank_run(tmp_path, write_config):
+    """A real 2-rank all-reduce run (torchrun, codist.train) with DeepSpeed's own comms logger on
+    (tests/ds_comms_logger_rank.py): every collective DeepSpeed's engine issued, the meter counted,
+    with the same payloads; and no process group ran a collective the meter did not see."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from codist import config, launch
+    path = write_config({"parallel": {"world_size": 2}})
+    out = tmp_path / "run"
+    env = launch.launch_env(config.load(path), "cpu", threads=1)   # the launcher's: its ninja, DS_ACCELERATOR
+    rank_script = Path(__file__).with_name("ds_comms_logger_rank.py")
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                           "--master_port", str(_free_port()), str(rank_script), "--config", str(path),
+                           "--out", str(out)], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    logged = [json.loads((out / f"ds_comms-rank{r}.json").read_text()) for r in (0, 1)]
+
+    def calls_and_bytes(op):
+        return (sum(n for rank in logged for n in rank.get(op, {}).values()),
+                sum(int(size) * n for rank in logged for size, n in rank.get(op, {}).items()))
+    comm = json.loads((out / "summary.json").read_text())["comm"]
+    by = comm["by_category"]
+    # the engine's gradient all-reduce: 2 ranks, so each sends 2(p-1)/p = 1x its payload
+    calls, payload = calls_and_bytes("all_reduce")
+    assert calls == by["grad_allreduce"]["calls_all_ranks"] == 2 * 6   # one bucket per update
+    assert payload == by["grad_allreduce"]["sent_bytes_all_ranks"] > 0
+    # the engine's parameter broadcast from rank 0 at setup: the root sends each payload once
+    calls, payload = calls_and_bytes("broadcast")
+    assert calls == by["setup"]["calls_all_ranks"] and payload / 2 == by["setup"]["sent_bytes_all_ranks"] > 0
+    assert set(logged[0]) == {"all_reduce", "broadcast"}   # nothing else went through deepspeed.comm
+    assert comm["unseen_collectives_all_ranks"] == 0 and "unseen" not in by
+
+
+UNSEEN = """
+import os, torch, torch.distributed as dist
+from codist.comm import CommMeter, install_hooks, summarize
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="{port}")
+install_hooks()
+dist.init_process_group("gloo", rank=0, world_size=1)
+meter = CommMeter(0, model_of=[0])
+meter.install_hooks()
+meter.all_reduce(torch.ones(4), category="eval")             # seen
+dist.all_to_all_single(torch.zeros(2), torch.ones(2))       # no hook: the meter does not see it
+dist.distributed_c10d._get_default_group().allreduce([torch.ones(3)]).wait()   # a process group's own method
+print("unseen", meter.unseen_calls(), summarize(meter.as_tensor(), 1, 1)["unseen_collectives_all_ranks"])
+"""
+
+CACHED_FIRST = """
+import os, datetime, deepspeed
+from codist.comm import CommMeter
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="{port}", RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+deepspeed.init_distributed(dist_backend="gloo", auto_mpi_discovery=False)   # before the hooks
+CommMeter(0, model_of=[0]).install_hooks()
+"""
+
+
+def _python(code: str):
+    import subprocess
+    import sys
+    # as the launcher sets it: the venv's ninja first (DeepSpeed builds its CPU comm op with it; another
+    # ninja would rebuild the shared build directory)
+    env = {**os.environ, "DS_ACCELERATOR": "cpu", "CUDA_VISIBLE_DEVICES": "",
+           "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])}
+    return subprocess.run([sys.executable, "-c", code.format(port=_free_port())], capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
+def test_collectives_the_meter_did_not_see_are_flagged():
+    """Each gloo group numbers its collectives; what the meter did not count shows as unseen."""
+    proc = _python(UNSEEN)
+    assert proc.returncode == 0, proc.stderr
+    assert "unseen 2 2" in proc.stdout, proc.stdout + proc.stderr
+    assert "the communication meter did not see 2 collective call(s)" in proc.stderr
+
+
+def test_a_meter_after_deepspeed_cached_its_collectives_is_refused():
+    proc = _python(CACHED_FIRST)
+    assert proc.returncode != 0
+    assert "deepspeed.init_distributed ran before the communication meter's hooks" in proc.stderr, proc.stderr

@@ -12,7 +12,11 @@ bandwidth-optimal algorithm of each collective (p = group size, B = payload byte
 
 `install_hooks` wraps torch.distributed's collectives, the one choke point through which
 our own calls, DeepSpeed's engine (deepspeed.comm calls torch.distributed) and torch's
-averagers and DDP comm hooks all pass; each is counted under the current category.
+averagers and DDP comm hooks all pass; each is counted under the current category. The wrappers
+go in before `deepspeed.init_distributed` (codist.distributed.init), which caches two of them;
+collectives before the rank's meter exists are counted as setup. What the meter did not see is
+flagged: each gloo process group numbers its collectives, and `unseen_calls` is that number minus
+the calls the meter counted on the group (summary.json: comm.unseen_collectives_all_ranks).
 
 Tiers: a collective whose group lies inside one model's data-parallel group travels on
 fast links ("within"); one whose group spans several models' groups travels between
@@ -22,6 +26,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
+import sys
+import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 
@@ -36,6 +43,7 @@ CATEGORIES = (
     "eval",                 # evaluation sums
     "setup",                # initial parameter broadcast and engine setup
     "control",              # bookkeeping (gathering these counters, barriers)
+    "unseen",               # calls only: collectives the process groups ran that the meter did not see
 )
 #: categories that are the algorithm's own training traffic (what "bytes per update" compares)
 TRAINING_CATEGORIES = ("grad_allreduce", "param_exchange", "prediction_exchange", "model_average")
@@ -48,12 +56,6 @@ def ring_all_reduce_bytes(payload: int, p: int) -> int:
 
 def tensor_bytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
-
-
-@dataclass
-class _PairGroup:
-    """The two ends of a point-to-point transfer (for the tier), not a process group."""
-    ranks: list[int]
 
 
 @dataclass
@@ -70,6 +72,7 @@ class CommMeter:
     model_of: list[int]
     counts: dict = field(default_factory=lambda: defaultdict(Counter))  # (category, tier) -> Counter
     current: str = "setup"
+    seen: dict = field(default_factory=lambda: defaultdict(int))  # process group -> collectives counted on it
 
     # ------------------------------------------------------------ bookkeeping
     @contextlib.contextmanager
@@ -83,8 +86,6 @@ class CommMeter:
             self.current = previous
 
     def _ranks(self, group) -> list[int]:
-        if isinstance(group, _PairGroup):
-            return group.ranks
         if group is None or group is dist.GroupMember.WORLD:
             return list(range(len(self.model_of)))
         return dist.get_process_group_ranks(group)
@@ -92,9 +93,12 @@ class CommMeter:
     def _tier(self, ranks: list[int]) -> str:
         return "within" if len({self.model_of[r] for r in ranks}) <= 1 else "between"
 
-    def record(self, op: str, payload: int, group=None, src: int | None = None, category: str | None = None):
-        """Count one collective of `payload` bytes over `group` (global `src` for broadcast)."""
-        ranks = self._ranks(group)
+    def record(self, op: str, payload: int, group=None, src: int | None = None, category: str | None = None,
+               peer: int | None = None):
+        """Count one collective of `payload` bytes over `group` (global `src` for broadcast; the
+        global `peer` of a send or recv, whose tier is that of the two ranks)."""
+        ranks = [self.rank, peer] if peer is not None else self._ranks(group)
+        self.seen[_process_group(group)] += 1
         p = len(ranks)
         if op == "all_reduce":
             sent = recv = ring_all_reduce_bytes(payload, p)
@@ -146,62 +150,29 @@ class CommMeter:
 
     # ------------------------------------------------------------ the hooks
     def install_hooks(self) -> None:
-        """Count every torch.distributed collective of this process under the current category.
+        """Make this the meter every collective of this process is counted by (the hooks
+        themselves go in before DeepSpeed starts: codist.distributed.init calls install_hooks());
+        collectives counted before, while setting up the process groups, are counted as setup."""
+        global _active
+        install_hooks()
+        _refuse_unmetered_deepspeed_cache()
+        _active = self
+        pending, _pending[:] = list(_pending), []
+        for op, payload, group, src, peer in pending:
+            self.record(op, payload, group, src=src, category="setup", peer=peer)
 
-        torch.distributed is the one choke point: our wrappers above, DeepSpeed's engine
-        (deepspeed.comm calls torch.distributed.*), torch's model averagers and DDP comm hooks
-        all go through it. (DDP's built-in C++ all-reduce does not: DDP-based algorithms
-        register a Python comm hook.)
-        """
-        import inspect
-
-        def hook(name, op, payload_of):
-            original = getattr(dist, name)
-            if getattr(original, "_codist_metered", False):
-                return
-            sig = inspect.signature(original)
-
-            @functools.wraps(original)
-            def wrapped(*args, **kwargs):
-                a = sig.bind(*args, **kwargs).arguments
-                group = a.get("group")
-                if op in ("send", "recv"):
-                    peer = a.get("dst", a.get("src"))
-                    group = _PairGroup([self.rank, peer])
-                self.record(op, payload_of(a), group, src=a.get("src"))
-                return original(*args, **kwargs)
-            wrapped._codist_metered = True
-            setattr(dist, name, wrapped)
-
-        first = lambda key: (lambda a: tensor_bytes(a[key]))
-        every = lambda key: (lambda a: sum(tensor_bytes(t) for t in a[key]))
-        hook("all_reduce", "all_reduce", first("tensor"))
-        hook("all_reduce_coalesced", "all_reduce", every("tensors"))
-        hook("broadcast", "broadcast", first("tensor"))
-        hook("all_gather", "all_gather", first("tensor"))
-        hook("all_gather_into_tensor", "all_gather", first("input_tensor"))
-        hook("reduce_scatter_tensor", "reduce_scatter", first("input"))
-        hook("send", "send", first("tensor"))
-        hook("isend", "send", first("tensor"))
-        hook("recv", "recv", first("tensor"))
-        hook("irecv", "recv", first("tensor"))
-        hook("barrier", "barrier", lambda a: 0)
-        self._hook_broadcast_coalesced()
-
-    def _hook_broadcast_coalesced(self) -> None:
-        """DDP syncs parameters at setup and buffers (BatchNorm statistics) before every forward
-        with dist._broadcast_coalesced, a C++ binding without a signature: counted as one
-        broadcast of all the tensors from the group's `src` (a rank of that group)."""
-        original = dist._broadcast_coalesced
-        if getattr(original, "_codist_metered", False):
-            return
-
-        def wrapped(group, tensors, buffer_size, src=0):
-            ranks = self._ranks(group)
-            self.record("broadcast", sum(tensor_bytes(t) for t in tensors), group, src=ranks[src])
-            return original(group, tensors, buffer_size, src)
-        wrapped._codist_metered = True
-        dist._broadcast_coalesced = wrapped
+    def unseen_calls(self) -> int:
+        """Collectives this process ran that the meter did not count: per gloo process group, the
+        group's own sequence number minus the calls counted on it (0 where nothing bypassed it)."""
+        if not dist.is_available() or not dist.is_initialized():
+            return 0
+        c10d = dist.distributed_c10d
+        unseen = 0
+        for group in list(c10d._world.pg_map):
+            if c10d.get_backend(group) != "gloo":   # NCCL numbers point-to-point ops apart: not compared
+                continue
+            unseen += max(0, group._get_sequence_number_for_group() - self.seen.get(group, 0))
+        return unseen
 
     # ------------------------------------------------------------ reporting
     def sent_bytes(self, categories=TRAINING_CATEGORIES, tier: str | None = None) -> int:
@@ -211,7 +182,7 @@ class CommMeter:
     def load_tensor(self, t: torch.Tensor) -> None:
         """Restore counters saved with `as_tensor` (resuming from a checkpoint)."""
         self.counts.clear()
-        for i, cat in enumerate(CATEGORIES):
+        for i, cat in enumerate(CATEGORIES[:len(t)]):   # a checkpoint from before "unseen" has one row fewer
             for j, tier in enumerate(("within", "between")):
                 sent, recv, calls = (int(v) for v in t[i, j])
                 if sent or recv or calls:
@@ -222,7 +193,90 @@ class CommMeter:
         out = torch.zeros(len(CATEGORIES), 2, 3, dtype=torch.int64)
         for (cat, tier), c in self.counts.items():
             out[CATEGORIES.index(cat), ("within", "between").index(tier)] = torch.tensor([c.sent, c.recv, c.calls])
+        out[CATEGORIES.index("unseen"), 0, 2] += self.unseen_calls()   # this process's, on top of a checkpoint's
         return out
+
+
+# ---------------------------------------------------------------- the hooks, once per process
+_active: CommMeter | None = None   # the rank's meter, once it exists
+_pending: list[tuple] = []          # (op, payload, group, src, peer) counted before it existed
+_inside = threading.local()         # a metered call made by a metered call (send -> isend) counts once
+
+
+def _process_group(group):
+    """The process group a collective ran on (None and WORLD are the default group)."""
+    if group is None or group is dist.GroupMember.WORLD:
+        return dist.distributed_c10d._get_default_group()
+    return group
+
+
+def _count(op: str, payload: int, group, src, peer) -> None:
+    if _active is None:
+        _pending.append((op, payload, group, src, peer))
+    else:
+        _active.record(op, payload, group, src=src, peer=peer)
+
+
+def install_hooks() -> None:
+    """Wrap torch.distributed's collectives (in torch.distributed and in distributed_c10d, where
+    torch's own helpers such as broadcast_object_list look them up), once per process.
+
+    Call it before `deepspeed.init_distributed`: DeepSpeed's torch backend keeps references to
+    all_gather_into_tensor and reduce_scatter_tensor (ZeRO's collectives) made at that moment.
+    torch.distributed is the one choke point: our wrappers, DeepSpeed's engine, torch's model
+    averagers and DDP comm hooks all go through it (DDP's own C++ all-reduce does not: DDP-based
+    algorithms register a Python comm hook; what still bypasses shows in `unseen_calls`).
+    """
+    c10d = dist.distributed_c10d
+
+    def hook(name, op, payload_of):
+        original = getattr(c10d, name)
+        if getattr(original, "_codist_metered", False):
+            return
+        sig = inspect.signature(original)
+
+        @functools.wraps(original)
+        def wrapped(*args, **kwargs):
+            if getattr(_inside, "depth", 0):
+                return original(*args, **kwargs)
+            a = sig.bind(*args, **kwargs).arguments
+            peer = a.get("dst", a.get("src")) if op in ("send", "recv") else None
+            _count(op, payload_of(a), a.get("group"), None if peer is not None else a.get("src"), peer)
+            _inside.depth = 1
+            try:
+                return original(*args, **kwargs)
+            finally:
+                _inside.depth = 0
+        wrapped._codist_metered = True
+        setattr(c10d, name, wrapped)
+        setattr(dist, name, wrapped)
+
+    first = lambda key: (lambda a: tensor_bytes(a[key]))
+    every = lambda key: (lambda a: sum(tensor_bytes(t) for t in a[key]))
+    hook("all_reduce", "all_reduce", first("tensor"))
+    hook("all_reduce_coalesced", "all_reduce", every("tensors"))
+    hook("broadcast", "broadcast", first("tensor"))
+    hook("all_gather", "all_gather", first("tensor"))
+    hook("all_gather_into_tensor", "all_gather", first("input_tensor"))
+    hook("reduce_scatter_tensor", "reduce_scatter", first("input"))
+    hook("send", "send", first("tensor"))
+    hook("isend", "send", first("tensor"))
+    hook("recv", "recv", first("tensor"))
+    hook("irecv", "recv", first("tensor"))
+    hook("barrier", "barrier", lambda a: 0)
+
+
+def _refuse_unmetered_deepspeed_cache() -> None:
+    """DeepSpeed's torch backend (made by deepspeed.init_distributed) holds its own references to
+    two collectives; made before install_hooks, they would bypass the meter: refuse that."""
+    ds_comm = sys.modules.get("deepspeed.comm.comm")
+    backend = getattr(ds_comm, "cdb", None)
+    for attr in ("all_gather_function", "reduce_scatter_function"):
+        fn = getattr(backend, attr, None)
+        if fn is not None and not getattr(fn, "_codist_metered", False):
+            raise RuntimeError(f"deepspeed.init_distributed ran before the communication meter's hooks: DeepSpeed's "
+                               f"{attr} ({fn.__name__}) would go uncounted; call codist.comm.install_hooks() first "
+                               f"(codist.distributed.init does)")
 
 
 def summarize(totals: torch.Tensor, world_size: int, updates: int) -> dict:
@@ -244,9 +298,14 @@ def summarize(totals: torch.Tensor, world_size: int, updates: int) -> dict:
     train = [by_cat[c] for c in TRAINING_CATEGORIES if c in by_cat]
     total = sum(c["sent_bytes_all_ranks"] for c in train)
     between = sum(c["between_group_sent_bytes"] for c in train)
+    unseen = int(totals[CATEGORIES.index("unseen"), :, 2].sum())
+    if unseen:
+        print(f"codist: the communication meter did not see {unseen} collective call(s) (summed over ranks): "
+              f"the byte counts leave them out (comm.unseen_collectives_all_ranks)", file=sys.stderr)
     return {
         "training_sent_bytes_all_ranks": total,
         "training_sent_bytes_per_rank_per_update": total / world_size / updates,
         "between_group_sent_bytes_per_rank_per_update": between / world_size / updates,
+        "unseen_collectives_all_ranks": unseen,
         "by_category": by_cat,
     }

@@ -83,6 +83,9 @@ def init(models: int, backend: str, timeout_s: int = 600) -> Topology:
     from datetime import timedelta
 
     import deepspeed
+
+    from .comm import install_hooks
+    install_hooks()    # before DeepSpeed's backend caches collectives: the meter sees all of them
     apply_rank_env()   # an srun task: RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT from SLURM's
     if backend == "gloo":
         # with LOCAL_SIZE set (the DeepSpeed launcher sets it) DeepSpeed's CPU accelerator maps a 69 MB
