@@ -386,3 +386,27 @@ def test_describe_reports_the_optimum_and_sizes():
     assert facts["vocab_size"] == 48 and facts["val_size"] == 64 and facts["parameters"] > 0
     assert 0 < facts["bayes_val_loss"] < facts["unigram_entropy"]
 
+
+
+# --------------------------------------------------------------------------- the data-source seam
+
+
+def test_both_data_sources_serve_one_interface_and_the_workload_only_uses_it(tmp_path):
+    """The workload reaches its data only through `lm_data.SOURCES[dataset]`: each source gives the
+    vocabulary, streams, validation tensors, counts, target, extra metrics and facts."""
+    from codist.workloads.lm_data import SOURCES
+    (tmp_path / "a.txt").write_text("\n".join(_word_corpus(300, seed=1)) + "\n")
+    text = LmConfig(dataset="text", data_dir=str(tmp_path), tokenizer="bytes", seq_len=8, val_tokens=64,
+                    val_seq_len=16, target=4.5)
+    for cfg, source in ((small(), EmbeddedData), (text, TextCorpus)):
+        assert SOURCES[cfg.dataset] is source
+        w = LmWorkload(cfg, seed=0)
+        assert isinstance(w.data, source) and w.num_classes == w.data.vocab_size
+        tokens, _ = w.train_stream("shuffled", 1, 2, 2, 1, 0, 0).batch(0)
+        assert tokens["tokens"].shape == (2, cfg.seq_len)
+        assert len(w.train_dataset()) > 0 and len(w.val_dataset()) > 0
+        assert w.class_counts().shape == (w.num_classes,)
+        metrics = w.finalize_eval({"loss_sum": 3.0, "count": 1.0})
+        assert set(metrics) == {"val_loss", "val_ppl"} | ({"val_bayes_gap"} if source is EmbeddedData else set())
+        assert w.describe()["dataset"] == cfg.dataset
+    assert LmWorkload(text, seed=0).metric.target == 4.5

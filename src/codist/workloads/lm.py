@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -33,12 +32,7 @@ from torch.utils.data import Dataset, TensorDataset
 
 from .base import Metric, Workload
 from .lm_config import LmConfig
-from .lm_data import EmbeddedData, TextCorpus, TokenWindows
-
-# The embedded target (val_loss): the Bayes optimum plus this fraction of the gap between the
-# unigram entropy (what a context-free model reaches) and the optimum. See LmWorkload.
-EMBEDDED_TARGET_FRACTION = 0.25
-
+from .lm_data import EMBEDDED_TARGET_FRACTION, SOURCES, EmbeddedData, TextCorpus, TokenWindows  # noqa: F401
 
 class LstmLM(nn.Module):
     """Embedding -> LSTM layers (LayerNorm on each one's outputs) -> logits over the vocabulary.
@@ -133,64 +127,49 @@ class LmWorkload(Workload):
 
     def __init__(self, cfg: LmConfig, seed: int):
         self.cfg, self.seed = cfg, seed
-        self._embedded: EmbeddedData | None = None
-        self._corpus: TextCorpus | None = None
+        self.data = SOURCES[cfg.dataset](cfg)   # the data source: the embedded language or the text corpus
         self._val: TensorDataset | None = None
-        target = cfg.target if cfg.dataset == "text" else None
-        if cfg.dataset == "embedded":
-            e = self.embedded
-            target = e.bayes_val_loss + EMBEDDED_TARGET_FRACTION * (e.unigram_entropy - e.bayes_val_loss)
+        target = self.data.target()
         self.metric = Metric("val_loss", higher_is_better=False, target=None if target is None else round(target, 4))
 
     # ------------------------------------------------------------ data
     @property
     def embedded(self) -> EmbeddedData:
-        if self.cfg.dataset != "embedded":
+        if not isinstance(self.data, EmbeddedData):
             raise AttributeError("the embedded language exists only with workload.dataset='embedded'")
-        if self._embedded is None:
-            self._embedded = EmbeddedData(self.cfg)
-        return self._embedded
+        return self.data
 
     @property
     def corpus(self) -> TextCorpus:
-        if self.cfg.dataset != "text":
+        if not isinstance(self.data, TextCorpus):
             raise AttributeError("the text corpus exists only with workload.dataset='text'")
-        if self._corpus is None:
-            self._corpus = TextCorpus(self.cfg)
-        return self._corpus
-
-    def _data(self):
-        return self.embedded if self.cfg.dataset == "embedded" else self.corpus
+        return self.data
 
     @property
     def num_classes(self) -> int:
-        return self.cfg.vocab if self.cfg.dataset == "embedded" else self.corpus.vocab_size
+        return self.data.vocab_size
 
     def train_stream(self, split: str, model: int, models: int, batch_per_rank: int, ranks: int, rank: int,
                      seed: int):
         """Rank `rank` of `ranks` serves rows [rank * b, (rank + 1) * b) of its model's global batch
         of ranks * b rows, so m ranks with batch b see what one rank with batch m * b sees."""
         rows = range(rank * batch_per_rank, (rank + 1) * batch_per_rank)
-        if self.cfg.dataset == "embedded":
-            return self.embedded.stream(split, model, seed, rows, self.cfg.seq_len)
-        return self.corpus.stream(split, model, models, seed, rows, ranks * batch_per_rank, self.cfg.seq_len)
+        return self.data.stream(split, model, models, seed, rows, ranks * batch_per_rank, self.cfg.seq_len)
 
     def train_dataset(self) -> Dataset:
-        if self.cfg.dataset == "embedded":
-            return TokenWindows(self.embedded.count_sample, self.cfg.seq_len)
-        return TokenWindows(self.corpus.train_tokens, self.cfg.seq_len)
+        return TokenWindows(self.data.train_tokens, self.cfg.seq_len)
 
     def val_dataset(self) -> Dataset:
         """Fixed held-out sequences of val_seq_len tokens (inputs, next-token targets), each
         evaluated from a zero state."""
         if self._val is None:
-            self._val = TensorDataset(*self._data().val_tensors())
+            self._val = TensorDataset(*self.data.val_tensors())
         return self._val
 
     def class_counts(self) -> torch.Tensor:
         """Unigram token counts: of a fixed sample of the embedded language (COUNT_SAMPLE_TOKENS
         tokens, from data_seed), or of the whole training text."""
-        return self._data().class_counts()
+        return self.data.class_counts()
 
     # ------------------------------------------------------------ model and loss
     def build_model(self) -> nn.Module:
@@ -210,31 +189,13 @@ class LmWorkload(Workload):
         val_bayes_gap: the sums cover the whole validation set exactly once (sharded over ranks),
         so subtracting the optimum over the whole set is exact."""
         loss = sums["loss_sum"] / sums["count"]
-        out = {"val_loss": loss, "val_ppl": math.exp(min(loss, 700.0))}
-        if self.cfg.dataset == "embedded":
-            out["val_bayes_gap"] = loss - self.embedded.bayes_val_loss
-        return out
+        return {"val_loss": loss, "val_ppl": math.exp(min(loss, 700.0)), **self.data.eval_extras(loss)}
 
     def describe(self) -> dict:
         c = self.cfg
         model = self.build_model()
-        facts = {"dataset": c.dataset, "vocab_size": self.num_classes, "seq_len": c.seq_len,
-                 "val_seq_len": c.val_seq_len, "val_size": len(self.val_dataset()),
-                 "parameters": sum(p.numel() for p in model.parameters()),
-                 "layers": c.layers, "hidden": c.hidden, "embedding": c.embedding, "layer_norm": c.layer_norm}
-        if c.dataset == "embedded":
-            e = self.embedded
-            facts.update(train_size=None, bayes_val_loss=round(e.bayes_val_loss, 6),
-                         unigram_entropy=round(e.unigram_entropy, 6), hmm_states=c.states, zipf=c.zipf)
-        else:
-            corpus = self.corpus
-            facts.update(train_size=len(self.train_dataset()), train_tokens=int(len(corpus.train_tokens)),
-                         val_tokens=int(len(corpus.val_text)), shards=len(corpus.shards), tokenizer=c.tokenizer,
-                         tokenizer_file=str(getattr(corpus.tokenizer, "path", "")) or None,
-                         unigram_entropy=round(_entropy(corpus.class_counts().numpy()), 6))
-        return facts
-
-
-def _entropy(counts: np.ndarray) -> float:
-    p = counts[counts > 0] / counts.sum()
-    return float(-(p * np.log(p)).sum())
+        return {"dataset": c.dataset, "vocab_size": self.num_classes, "seq_len": c.seq_len,
+                "val_seq_len": c.val_seq_len, "val_size": len(self.val_dataset()),
+                "parameters": sum(p.numel() for p in model.parameters()),
+                "layers": c.layers, "hidden": c.hidden, "embedding": c.embedding, "layer_norm": c.layer_norm,
+                **self.data.facts()}

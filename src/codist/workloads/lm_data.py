@@ -51,6 +51,9 @@ _PARAMS, _VAL, _COUNTS, _DOC, _PHASE, _KEY, _ROTATION = range(1, 8)
 
 #: tokens of the fixed sample of the embedded language whose unigram counts `class_counts` returns
 COUNT_SAMPLE_TOKENS = 1 << 16
+# The embedded target (val_loss): the Bayes optimum plus this fraction of the gap between the
+# unigram entropy (what a context-free model reaches) and the optimum. See lm.LmWorkload.
+EMBEDDED_TARGET_FRACTION = 0.25
 
 #: weight of the uniform distribution mixed into the HMM's transition rows: it makes the chain
 #: irreducible and aperiodic, so its stationary distribution is unique (a sparse Dirichlet draw
@@ -211,6 +214,29 @@ class EmbeddedData:
         self.count_sample = np.concatenate([self.lang.sample(_seed(_COUNTS, cfg.data_seed, i), cfg.doc_len)
                                             for i in range(docs)])[:COUNT_SAMPLE_TOKENS]
 
+    @property
+    def vocab_size(self) -> int:
+        return self.cfg.vocab
+
+    @property
+    def train_tokens(self) -> np.ndarray:
+        """A finite view of the endless training language: the count sample."""
+        return self.count_sample
+
+    def target(self) -> float:
+        """val_loss target: the Bayes optimum plus EMBEDDED_TARGET_FRACTION of the gap to the
+        unigram entropy (see lm.LmWorkload)."""
+        return self.bayes_val_loss + EMBEDDED_TARGET_FRACTION * (self.unigram_entropy - self.bayes_val_loss)
+
+    def eval_extras(self, val_loss: float) -> dict[str, float]:
+        """val_bayes_gap: the sums cover the whole validation set once, so the gap is exact."""
+        return {"val_bayes_gap": val_loss - self.bayes_val_loss}
+
+    def facts(self) -> dict:
+        return {"train_size": None, "bayes_val_loss": round(self.bayes_val_loss, 6),
+                "unigram_entropy": round(self.unigram_entropy, 6), "hmm_states": self.cfg.states,
+                "zipf": self.cfg.zipf}
+
     def val_tensors(self) -> tuple[torch.Tensor, torch.Tensor]:
         t = torch.from_numpy(self.val_seqs)
         return t[:, :-1].contiguous(), t[:, 1:].contiguous()
@@ -218,7 +244,8 @@ class EmbeddedData:
     def class_counts(self) -> torch.Tensor:
         return torch.from_numpy(np.bincount(self.count_sample, minlength=self.cfg.vocab))
 
-    def stream(self, split: str, model: int, seed: int, rows: range, seq_len: int) -> "EmbeddedStream":
+    def stream(self, split: str, model: int, models: int, seed: int, rows: range, global_rows: int,
+               seq_len: int) -> "EmbeddedStream":
         """Rows `rows` of model `model`'s global batches (`same`: one stream for every model;
         `disjoint` and `shuffled`: the model's own fresh stream, since the language is endless)."""
         ident = (self.cfg.data_seed, seed, _model_tag(split, model))
@@ -568,6 +595,19 @@ class TextCorpus:
     def class_counts(self) -> torch.Tensor:
         return torch.from_numpy(np.bincount(np.asarray(self.train_tokens), minlength=self.vocab_size))
 
+    def target(self) -> float | None:
+        return self.cfg.target   # real text: the config's (no known optimum)
+
+    def eval_extras(self, val_loss: float) -> dict[str, float]:
+        return {}
+
+    def facts(self) -> dict:
+        return {"train_size": len(TokenWindows(self.train_tokens, self.cfg.seq_len)),
+                "train_tokens": int(len(self.train_tokens)), "val_tokens": int(len(self.val_text)),
+                "shards": len(self.shards), "tokenizer": self.cfg.tokenizer,
+                "tokenizer_file": str(getattr(self.tokenizer, "path", "")) or None,
+                "unigram_entropy": round(entropy(self.class_counts().numpy()), 6)}
+
     def stream(self, split: str, model: int, models: int, seed: int, rows: range, global_rows: int,
                seq_len: int) -> "TextStream":
         """Rows `rows` of model `model`'s global batches of `global_rows` rows.
@@ -634,3 +674,14 @@ class TokenWindows(torch.utils.data.Dataset):
         s = i * self.seq_len
         w = torch.from_numpy(np.asarray(self.tokens[s:s + self.seq_len + 1], dtype=np.int64))
         return w[:-1], w[1:]
+
+
+def entropy(counts: np.ndarray) -> float:
+    """Entropy (nats) of the distribution proportional to `counts`."""
+    p = counts[counts > 0] / counts.sum()
+    return float(-(p * np.log(p)).sum())
+
+
+#: `workload.dataset` -> the data source: each has vocab_size, train_tokens (a finite view),
+#: stream(...), val_tensors(), class_counts(), target(), eval_extras(val_loss) and facts()
+SOURCES = {"embedded": EmbeddedData, "text": TextCorpus}

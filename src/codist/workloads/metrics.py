@@ -12,7 +12,7 @@ DIRECTIONS = {
     "val_loss": False, "val_accuracy": True, "val_log_loss": False, "val_pred_ctr": None, "val_ctr": None,
     "val_bayes_gap": False, "val_ppl": False, "val_nll": False, "val_nll_bits": False,
     "val_token_accuracy": True, "val_bleu": True,
-    # written by the training loop for every workload
+    # written by the training loop for every workload (init_distance: when train.probes asks)
     "train_loss": False, "distill_loss": None, "comm_bytes": None, "init_distance": None,
     # derived by the analysis
     "error_pct": False, "churn": False,
