@@ -37,6 +37,7 @@ class Method(_Strict):
     knob: str | None = None          # how the period is named in labels (k, H, tau, rank)
     field: str | None = None         # the algorithm section's field holding it
     model: str = "0"                 # the model of a run that is the method's result
+    model_at_round_end: str | None = None   # ... instead, when the run's last update ends a period
 
 
 class Regime(_Strict):
@@ -111,7 +112,8 @@ def label_of(cfg: RunConfig, methods: dict[str, Method], where: str) -> tuple[st
                             f"(known: {', '.join(methods)})")
     m = methods[name]
     period = getattr(cfg.algorithm, m.field) if m.field else None
-    return (f"{m.label} {m.knob}={period}" if m.knob else m.label), m.knob, period, m.model
+    model = m.model_at_round_end if m.model_at_round_end and period and cfg.train.steps % period == 0 else m.model
+    return (f"{m.label} {m.knob}={period}" if m.knob else m.label), m.knob, period, model
 
 
 def load_points(spec_path: str | Path, replications: str | Path, scale: str) -> tuple[Spec, list[Point]]:
