@@ -69,6 +69,7 @@ def preload(train_args: list[str]) -> None:
     import deepspeed.comm  # noqa: F401
     from deepspeed.runtime.engine import DeepSpeedEngine  # noqa: F401
     import torch.utils.cpp_extension  # noqa: F401  (setuptools: DeepSpeed loads its CPU comm op with it)
+    import torch.utils.tensorboard  # noqa: F401  (rank 0's event file, codist.runlog; ~0.3 s, no threads until used)
     from . import engine, train
     workload = None   # the run's `workload:` section
     try:   # none for a warm server's first preload

@@ -27,6 +27,7 @@ from .cluster import (FORKING_LAUNCHERS, expand_nodelist, hostnames, in_allocati
 from .inputs import check_inputs
 from .owner import owner_env, start_ticks
 from .rundir import RunDir
+from .runlog import RANK_LOG_DIR
 
 
 # a GPU torch can use needs one of these kernel-driver nodes (NVIDIA; AMD ROCm; WSL2)
@@ -196,7 +197,19 @@ def diagnose(out: Path, world: int, returncode: int) -> str:
               for r in died]
     if errors:
         parts.append(("then " if died else "") + "; ".join(errors))
-    return "; ".join(parts) + f" (launcher exit code {returncode})" if parts else f"launcher exit code {returncode}"
+    failed = died + [r for r, info in reports.items() if info.get("state") == "error"]
+    text = "; ".join(parts) + f" (launcher exit code {returncode})" if parts else f"launcher exit code {returncode}"
+    return text + "".join(log_tail(out, r) for r in failed if r != 0)   # rank 0's output is above already
+
+
+def log_tail(out: Path, rank: int, lines: int = 8) -> str:
+    """The last lines of a rank's own log (RUN/logs/rank<N>.log), for the launcher's failure summary."""
+    path = out / "logs" / f"rank{rank}.log"
+    try:
+        tail = path.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return ""
+    return f"\n--- rank {rank}: the end of {path} ---\n" + "\n".join(tail)
 
 
 def _watch(proc: subprocess.Popen, out: Path, hang_s: int, world: int) -> str | None:
@@ -294,6 +307,7 @@ def _launch(cfg: RunConfig, out: Path, device: str, launched_unix: float | None)
     threads = threads_per_rank(cfg)
     cmd = build_command(cfg, config_path, out, port)
     env = launch_env(cfg, device, threads, launched_unix)
+    env[RANK_LOG_DIR] = str(out / "logs")   # each rank's output in RUN/logs/rank<N>.log (rank 0's here too)
     if cmd[1:3] == ["-m", "codist.train"]:
         env.update(single_rank_env(port))
     if cfg.launch.launcher == "warm":   # the warm server forks the fork launcher's work for us

@@ -5,10 +5,13 @@ from __future__ import annotations
 import sys
 import time
 
+from .runlog import terminal
+
 
 class Progress:
     def __init__(self, total: int, initial: int, desc: str, enabled: bool, stream=None):
-        self.stream = stream or sys.stderr
+        # under codist.launch rank 0's stderr is a pipe into its log: a bar goes to the terminal itself
+        self.stream = stream or terminal() or sys.stderr
         self.total, self.desc, self.enabled = total, desc, enabled
         self.t0 = time.monotonic()
         self.bar = None

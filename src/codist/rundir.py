@@ -25,7 +25,7 @@ from .config import ConfigError
 LOCK = ".codist.lock"
 # what a run writes into its directory (beside these: the workflow's log lives elsewhere)
 RUN_FILES = ("summary.json", "metrics.jsonl", "manifest.json", "config.yaml", "hostfile")
-RUN_DIRS = ("checkpoint", ".ranks")
+RUN_DIRS = ("checkpoint", ".ranks", "tensorboard", "logs")   # logs: per-rank stdout/stderr
 
 
 class RunDir:

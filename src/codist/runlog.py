@@ -2,8 +2,12 @@
 
 - metrics.jsonl: one row per evaluation (per model), appended and flushed; a resumed run
   truncates rows past its checkpoint.
+- tensorboard/: the same rows as TensorBoard scalars (`tensorboard --logdir results/<scale>/runs`),
+  tag `<key>/<model>` (val_accuracy/0, comm_bytes/G, ...) at x = the update; rewritten with the
+  rows when a run resumes.
 - summary.json: written last, only by a run that finished, so its presence means complete.
 - manifest.json: resolved config, seed, git commit, package versions, hardware, launcher.
+- logs/rank<N>.log: each rank's stdout and stderr (when codist.launch started it).
 """
 from __future__ import annotations
 
@@ -93,21 +97,103 @@ def atomic_write_json(path: str | os.PathLike, obj) -> None:
 
 
 class MetricsLog:
-    """Appends JSON rows to metrics.jsonl; each row is one line, flushed and fsynced."""
+    """Appends JSON rows to metrics.jsonl; each row is one line, flushed and fsynced. Each row
+    also goes to the TensorBoard event file in tensorboard/ beside it (flushed per row)."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.events = TensorBoardLog(self.path.parent / "tensorboard")
 
     def append(self, row: dict) -> None:
         with open(self.path, "a") as f:
             f.write(json.dumps(row) + "\n")
             f.flush()
             os.fsync(f.fileno())
+        self.events.add(row)
 
     def replace(self, rows: list[dict]) -> None:
         """Start the file over with `rows` (none for a fresh run; a checkpoint's for a resumed one)."""
         atomic_write_text(self.path, "".join(json.dumps(r) + "\n" for r in rows))
+        self.events.restart(rows)
+
+
+class TensorBoardLog:
+    """Metrics rows as TensorBoard scalars: every numeric value of a row, tag `<key>/<model>`,
+    at step = the row's update. Created on first use (torch.utils.tensorboard, lead rank only)."""
+
+    SKIP = ("step", "model")
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.writer = None
+
+    def add(self, row: dict) -> None:
+        if self.writer is None:
+            from torch.utils.tensorboard import SummaryWriter
+            self.writer = SummaryWriter(log_dir=str(self.folder))
+        for key, value in row.items():
+            if key not in self.SKIP and isinstance(value, (int, float)) and not isinstance(value, bool):
+                # float64 tensors, not float32 simple_values: byte counts past 2^24 stay exact
+                self.writer.add_scalar(f"{key}/{row['model']}", value, global_step=row["step"], new_style=True,
+                                       double_precision=True)
+        self.writer.flush()   # a live view: each evaluation is on disk when its row is
+
+    def restart(self, rows: list[dict]) -> None:
+        """The event files start over with `rows` (a resumed run drops what came after its checkpoint)."""
+        import shutil
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+        shutil.rmtree(self.folder, ignore_errors=True)
+        for row in rows:
+            self.add(row)
+
+
+RANK_LOG_DIR = "CODIST_RANK_LOG_DIR"   # set by codist.launch to RUN/logs
+_tees: list = []                       # rank 0's tee processes (kept: a dropped Popen warns)
+_terminal: list = []                   # rank 0's terminal, when it started on one (for a progress bar)
+
+
+def tee_rank_output() -> None:
+    """Where codist.launch asks for it (CODIST_RANK_LOG_DIR), append this rank's stdout and
+    stderr (file descriptors 1 and 2: Python's, C++'s and child processes' output alike) to
+    RUN/logs/rank<N>.log. Rank 0's also still reach the launcher's output (the run's console or
+    workflow log) through one `tee` per stream: separate processes, so a crash loses nothing,
+    in their own session, so a stop signal to the job leaves them copying the rank's last words;
+    they end when the rank closes its end."""
+    import sys
+    folder = os.environ.get(RANK_LOG_DIR)
+    if not folder:
+        return
+    rank = os.environ.get("RANK") or os.environ.get("SLURM_PROCID") or "0"
+    path = Path(folder) / f"rank{rank}.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if rank != "0":
+        log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666 & ~_UMASK)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        return
+    if os.isatty(2):   # a progress bar draws on the terminal itself, never into the log
+        _terminal.append(os.dup(2))
+    for fd in (1, 2):
+        tee = subprocess.Popen(["tee", "-a", str(path)], stdin=subprocess.PIPE, stdout=fd, start_new_session=True)
+        os.dup2(tee.stdin.fileno(), fd)
+        tee.stdin.close()
+        _tees.append(tee)
+
+
+def terminal():
+    """Rank 0's terminal as a text stream, if it started on one and its output now goes to a
+    log too (tee_rank_output); else None."""
+    if not _terminal:
+        return None
+    if isinstance(_terminal[0], int):
+        _terminal[0] = os.fdopen(_terminal[0], "w", buffering=1)
+    return _terminal[0]
 
 
 class Heartbeat:

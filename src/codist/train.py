@@ -30,7 +30,7 @@ from .evaluation import Evaluator
 from .owner import owner_gone
 from .progress import Progress
 from .runlog import (Heartbeat, MetricsLog, atomic_torch_save, atomic_write_bytes, atomic_write_json, git_state, hardware,
-                     package_versions)
+                     package_versions, tee_rank_output)
 from .workloads import build_workload
 
 
@@ -127,6 +127,7 @@ class Run:
 
 def main(argv=None) -> int:
     """set up, resume, train, finish: each a function below."""
+    tee_rank_output()   # RUN/logs/rank<N>.log, when codist.launch started this rank
     run = set_up(parse_args(argv))
     resume(run)
     code = train_loop(run)
