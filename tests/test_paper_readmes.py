@@ -27,4 +27,4 @@ def test_the_readme_is_written_from_the_experiments_file(paper):
 
 
 def test_every_paper_has_one():
-    assert {p.name for p in PAPERS} == {"anil2018", "sodhani2020", "sun2016"}
+    assert {p.name for p in PAPERS} >= {"anil2018", "sodhani2020", "sun2016"}
