@@ -70,3 +70,29 @@ def test_outer_lr_one_momentum_zero_is_model_averaging(tmp_path):
     assert after != [r for r in rows if r["step"] == 4]
     assert read_summary(paper)["comm"]["by_category"]["model_average"] == \
         read_summary(ma)["comm"]["by_category"]["model_average"]
+    # at the end of an outer round (update 6) G is the shared model every worker holds
+    last = {r["model"]: r for r in read_rows(paper) if r["step"] == 6}
+    assert last["G"]["val_loss"] == last["0"]["val_loss"]
+    mid = {r["model"]: r for r in read_rows(paper) if r["step"] == 4}   # mid-round: the next outer step's model
+    assert mid["G"]["val_loss"] not in (mid["0"]["val_loss"], mid["1"]["val_loss"])
+
+
+@pytest.mark.slow
+def test_a_resumed_run_continues_the_outer_momentum_exactly(tmp_path):
+    """Checkpoints hold the shared start and the outer momentum: resuming from update 8 (outer
+    steps at 3, 6, 9) gives the uninterrupted run's rows and models."""
+    import shutil
+    cfg = deep_update(TWO, {"algorithm": {"name": "diloco", "tau": 3},
+                            "train": {"steps": 10, "eval_every": 5, "checkpoint_every": 4}})
+    ref = launch_run(tmp_path / "ref", cfg)
+    resumed = tmp_path / "resumed"
+    shutil.copytree(ref, resumed)
+    for name in ("summary.json", "metrics.jsonl", "model_0.pt", "model_1.pt", "model_G.pt"):
+        (resumed / name).unlink(missing_ok=True)   # a run stopped after its last checkpoint
+    launch_run(resumed, cfg)
+    assert read_summary(resumed)["resumed_from_step"] == 8
+    assert comparable(read_rows(resumed)) == comparable(read_rows(ref))
+    for name in ("0", "1", "G"):
+        a = torch.load(ref / f"model_{name}.pt", weights_only=True)
+        b = torch.load(resumed / f"model_{name}.pt", weights_only=True)
+        assert all(torch.equal(a[k], b[k]) for k in a)

@@ -43,11 +43,13 @@ class Diloco(Algorithm):
         self.n_params = sum(p.numel() for p in self.model.parameters())
         self.start = flat_state(self.model, buffers=False).clone()   # theta: the same on every worker
         self.momentum = torch.zeros_like(self.start)
+        self.in_round = False   # inner steps taken since the last outer step
         self._global = frozen(self.new_model()) if self.topo.model_index == 0 else None
 
     def after_step(self, step: int) -> None:
         a = self.cfg.algorithm
-        if (step + 1) % a.tau:
+        self.in_round = bool((step + 1) % a.tau)
+        if self.in_round:
             return
         flat = flat_state(self.model, a.average_buffers)
         self.meter.all_reduce(flat, group=self.topo.cross_group, category="model_average")
@@ -60,24 +62,29 @@ class Diloco(Algorithm):
 
     def checkpoint_state(self) -> dict:
         return {**super().checkpoint_state(), "rounds": self.rounds, "outer_start": self.start,
-                "outer_momentum": self.momentum}
+                "outer_momentum": self.momentum, "in_round": self.in_round}
 
     def load_checkpoint_state(self, state: dict) -> None:
         super().load_checkpoint_state(state)
         self.rounds = state["rounds"]
         self.start.copy_(state["outer_start"])
         self.momentum.copy_(state["outer_momentum"])
+        self.in_round = state["in_round"]
 
     def extra_eval_models(self) -> dict[str, nn.Module]:
-        """G: the shared model an outer step now would give (as model_average's G, the workers'
-        mean, which it is at lr 1, mu 0); buffers averaged. Evaluation traffic, state unchanged."""
+        """G: the shared model. Right after an outer step that is the workers' start; mid-round, the
+        model an outer step now would give (as model_average's G, the workers' mean, which it is
+        at lr 1, mu 0). Buffers averaged. Evaluation traffic; the training state is unchanged."""
         a = self.cfg.algorithm
         flat = flat_state(self.model)
         self.meter.all_reduce(flat, group=self.topo.cross_group, category="eval")
         flat.div_(self.topo.models)
         if self._global is None:
             return {}
-        flat[:self.n_params] = outer_step(self.start, flat[:self.n_params], self.momentum.clone(), a.outer_lr,
-                                          a.outer_momentum, a.outer_nesterov)
+        if self.in_round:
+            flat[:self.n_params] = outer_step(self.start, flat[:self.n_params], self.momentum.clone(), a.outer_lr,
+                                              a.outer_momentum, a.outer_nesterov)
+        else:   # no inner step since the outer step (a second one would apply the momentum again)
+            flat[:self.n_params] = self.start
         load_flat_state(self._global, flat)
         return {"G": self._global}
