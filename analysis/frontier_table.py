@@ -119,7 +119,7 @@ def markdown(manifest: dict, runs: pd.DataFrame, pts: pd.DataFrame) -> str:
         lines += ["Runs shared with the papers' experiments (trained once): " + "; ".join(shared) + ".", ""]
     if manifest.get("left_out"):
         lines += ["Left out: " + "; ".join(manifest["left_out"]) + ".", ""]
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
