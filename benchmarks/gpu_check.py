@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from codist import budget  # noqa: E402
+from codist.workloads import workload_class  # noqa: E402  (pydantic only; the class module imports torch)
 
 COLUMNS = ["model", "gpu", "device", "device_name", "precision", "batch_per_gpu", "unit", "units_per_sample",
            "steps", "seconds", "samples_per_s", "units_per_s", "peak_mem_gib", "train_gflops_per_sample",
@@ -57,16 +58,34 @@ def full_specs(replications: Path) -> list[Spec]:
 
 # --------------------------------------------------------------------------- models and synthetic batches
 
-def data_free(workload, cfg, table: budget.Throughput):
-    """The real workload object with what its data would supply (class count, dictionaries) filled in
-    from the configs and the table, so its own build_model, forward and loss run without data."""
+class _VocabOnly:
+    """An LM data source that knows only its vocabulary size (gpu_check trains on synthetic tokens)."""
+
+    def __init__(self, vocab_size: int):
+        self.vocab_size = vocab_size
+
+    def target(self):
+        return None
+
+    def eval_extras(self, val_loss: float) -> dict:
+        return {}
+
+
+def data_free(cfg, table: budget.Throughput):
+    """The real workload class, built without reading data: what its data would supply (class count,
+    vocabulary, dictionaries) is filled in from the configs and the table, so its own build_model,
+    forward and loss run on synthetic batches. (Constructing the workload itself would read the data:
+    the LM's text corpus is tokenised when the workload is built.)"""
     w = cfg.workload
+    cls = workload_class(w.name)
+    if w.name == "lm":
+        source = _VocabOnly(w.spm_vocab_size)
+
+        def __init__(self, cfg, seed):
+            self.cfg, self.seed, self.data, self._val = cfg, seed, source, None
+        return type("DataFree", (cls,), {"__init__": __init__})(w, 0)
     if w.name == "imagenet":
-        classes = 1000                                   # ImageNet-1k
-    elif w.name == "lm":
-        classes = w.spm_vocab_size
-    else:
-        classes = None
+        return type("DataFree", (cls,), {"num_classes": 1000})(w, 0)    # ImageNet-1k
     if w.name == "translation":
         from fairseq.data import Dictionary
         facts = table.translation[f"{w.source_lang}-{w.target_lang}"]
@@ -81,10 +100,8 @@ def data_free(workload, cfg, table: budget.Throughput):
 
         def _load(self):
             self.src_dict, self.tgt_dict, self._train = src, tgt, ()
-        return type("DataFree", (type(workload),), {"_load": _load})(w, 0)
-    if classes is not None:
-        return type("DataFree", (type(workload),), {"num_classes": classes})(w, 0)
-    return workload
+        return type("DataFree", (cls,), {"_load": _load})(w, 0)
+    return cls(w, 0)
 
 
 def make_batch(cfg, workload, batch: int, table: budget.Throughput, device, step: int):
@@ -134,10 +151,9 @@ def bench(spec: Spec, precision: str, steps: int, warmup: int, device: str, tabl
     from torch.utils.flop_counter import FlopCounterMode
 
     from codist.optim import build_optimizer
-    from codist.workloads import build_workload
 
     cfg, batch = spec.cfg, batch or spec.batch
-    workload = data_free(build_workload(cfg.workload, cfg.seed), cfg, table)
+    workload = data_free(cfg, table)
     model = workload.build_model().to(device).train()
     opt = build_optimizer(model.parameters(), cfg.optimizer)
     autocast = torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=precision == "bf16")

@@ -15,7 +15,6 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import gpu_check  # noqa: E402
 
 from codist import budget  # noqa: E402
-from codist.workloads import build_workload  # noqa: E402
 
 TABLE = budget.load_throughput(ROOT / "replications" / "throughput.yaml")
 
@@ -65,7 +64,7 @@ def test_image_lm_ctr_models_build_data_free_with_the_real_shapes(specs):
     for s in specs:
         if s.model not in want:
             continue
-        w = gpu_check.data_free(build_workload(s.cfg.workload, 0), s.cfg, TABLE)
+        w = gpu_check.data_free(s.cfg, TABLE)
         with torch.device("meta"):
             model = w.build_model()
         x, y = gpu_check.make_batch(s.cfg, w, 2, TABLE, "meta", 1)
@@ -80,7 +79,7 @@ def test_translation_models_build_data_free(specs):
     for s in specs:
         if s.cfg.workload.name != "translation":
             continue
-        w = gpu_check.data_free(build_workload(s.cfg.workload, 0), s.cfg, TABLE)
+        w = gpu_check.data_free(s.cfg, TABLE)
         model = w.build_model()
         x, y = gpu_check.make_batch(s.cfg, w, 1, TABLE, "cpu", 1)
         with torch.no_grad():

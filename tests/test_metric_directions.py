@@ -9,6 +9,7 @@ import pytest
 
 from codist.workloads import REGISTRY, metrics, workload_class
 from codist.workloads.base import Workload
+from codist.workloads.lm_data import EmbeddedData
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analysis"))
 import figure_data  # noqa: E402
@@ -17,8 +18,8 @@ import figure_data  # noqa: E402
 FINALS = {
     "cifar": lambda c: Workload.finalize_eval(None, {"loss_sum": 1.0, "correct": 1.0, "count": 2.0}),
     "imagenet": lambda c: c.finalize_eval(None, {"loss_sum": 1.0, "correct": 1.0, "count": 2.0}),
-    "lm": lambda c: c.finalize_eval(NS(cfg=NS(dataset="embedded"), embedded=NS(bayes_val_loss=0.1)),
-                                    {"loss_sum": 1.0, "count": 2.0}),
+    "lm": lambda c: c.finalize_eval(NS(data=NS(eval_extras=lambda loss: EmbeddedData.eval_extras(
+                                        NS(bayes_val_loss=0.1), loss))), {"loss_sum": 1.0, "count": 2.0}),
     "ctr": lambda c: c.finalize_eval(NS(_embedded=NS(bayes_log_loss=0.1)), {"loss_sum": 1.0, "correct": 1.0,
                                      "p_sum": 1.0, "label_sum": 1.0, "count": 2.0}),
     "translation": lambda c: {**c.finalize_eval(NS(cfg=NS(bleu_every_eval=False)),

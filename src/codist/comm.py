@@ -264,6 +264,22 @@ def install_hooks() -> None:
     hook("recv", "recv", first("tensor"))
     hook("irecv", "recv", first("tensor"))
     hook("barrier", "barrier", lambda a: 0)
+    _hook_broadcast_coalesced()
+
+
+def _hook_broadcast_coalesced() -> None:
+    """DDP syncs parameters at setup and buffers (BatchNorm statistics) before every forward with
+    dist._broadcast_coalesced, a C++ binding without a Python signature: counted as one broadcast
+    of all its tensors from `src` (a rank of `group`)."""
+    original = dist._broadcast_coalesced
+    if getattr(original, "_codist_metered", False):
+        return
+
+    def wrapped(group, tensors, buffer_size, src=0):
+        _count("broadcast", sum(tensor_bytes(t) for t in tensors), group, dist.get_global_rank(group, src), None)
+        return original(group, tensors, buffer_size, src)
+    wrapped._codist_metered = True
+    dist._broadcast_coalesced = wrapped
 
 
 def _refuse_unmetered_deepspeed_cache() -> None:
