@@ -5,7 +5,8 @@
     snakemake --config scale=full ...      # the papers' own setups (a cluster profile)
 
 Config keys: scale (embedded | full, default embedded), results (output root, default results),
-replications (folder of <paper>/experiments.yaml, default the repository's); any other key or
+replications (folder of <paper>/experiments.yaml, default the repository's), data_root (the folder
+the full-scale data sets' relative paths are joined to; not part of any run id); any other key or
 value fails at once (schema: workflows/workflow_config.py).
 The rules live in workflows/*.smk; what runs for which figure is in replications/.
 """

@@ -39,7 +39,8 @@ else:
     PYTHON = sys.executable
 
 try:
-    PLAN = load_plan(REPLICATIONS, SCALE)
+    # a relative data_root is taken from the directory snakemake runs in (made absolute in each run's config)
+    PLAN = load_plan(REPLICATIONS, SCALE, CONFIG.data_root)
 except ExperimentsError as e:
     raise WorkflowError(f"cannot plan scale {SCALE!r} from {REPLICATIONS}:\n{e}") from None
 

@@ -51,6 +51,7 @@ import yaml
 
 from codist.algorithms import model_names, registry as algorithm_registry
 from codist.config import PROBES, ConfigError, RunConfig, deep_merge, to_dict, validate
+from codist.data_root import needs_root, with_data_root
 from codist.launch import cluster_resources, threads_per_rank
 from codist.workloads.metrics import LOGGED
 
@@ -312,8 +313,11 @@ def load_paper(path: str | os.PathLike, scale: str, plan: Plan) -> None:
         raise ExperimentsError("\n".join(errors))
 
 
-def load_plan(root: str | os.PathLike, scale: str) -> Plan:
-    """The plan for `scale` from every `root/<paper>/experiments.yaml`."""
+def load_plan(root: str | os.PathLike, scale: str, data_root: str | None = None) -> Plan:
+    """The plan for `scale` from every `root/<paper>/experiments.yaml`. `data_root`: written,
+    absolute, into the launch section of every run that reads a data folder relative to it
+    (codist.data_root; the run ids stay the same); runs that read none are left as they are, so
+    a data root never rewrites their config files."""
     root = Path(root)
     files = sorted(root.glob("*/experiments.yaml"))
     if not files:
@@ -330,6 +334,9 @@ def load_plan(root: str | os.PathLike, scale: str) -> Plan:
         declared = sorted({s for p in files for f in (yaml.safe_load(p.read_text())["figures"] or {}).values()
                            for s in (f.get("scales") or {})})
         raise ExperimentsError(f"no figure declares scale {scale!r}; declared scales: {', '.join(declared)}")
+    if data_root:
+        plan.configs = {rid: with_data_root(cfg, data_root) if needs_root(cfg) else cfg
+                        for rid, cfg in plan.configs.items()}
     return plan
 
 

@@ -23,6 +23,9 @@ class WorkflowConfig(BaseModel):
     results: str = Field("results", min_length=1, description="output root: results/<scale>/...")
     replications: str | None = Field(None, min_length=1,
                                      description="folder of <paper>/experiments.yaml (default: the repository's)")
+    data_root: str | None = Field(None, min_length=1, description="the folder every relative workload.data_dir "
+                                  "is joined to (each run's launch.data_root, made absolute; not part of the run "
+                                  "id; default: $CODIST_DATA_ROOT when the runs start)")
 
 
 class WorkflowConfigError(ValueError):

@@ -8,6 +8,7 @@ import yaml
 
 from . import config as config_mod
 from .config import ConfigError
+from .data_root import with_data_root
 
 
 def main(argv=None) -> int:
@@ -23,6 +24,8 @@ def main(argv=None) -> int:
         s.add_argument("config", help="run config (YAML)")
         s.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                        help="override a config key, e.g. --set train.steps=200 (repeatable)")
+        s.add_argument("--data-root", metavar="DIR", help="the folder a relative workload.data_dir is joined to "
+                       "(sets launch.data_root; default: the config's, else $CODIST_DATA_ROOT); not part of the run id")
         if name == "run":
             s.add_argument("--out", default=None, help="run directory (default: runs/<run-id>)")
             s.add_argument("--fresh", action="store_true",
@@ -30,7 +33,8 @@ def main(argv=None) -> int:
                                 "removing what it holds (another run's files too)")
     args = p.parse_args(argv)
     try:
-        cfg = config_mod.load(args.config, args.overrides)
+        # made absolute here, so ranks started elsewhere read the same folder
+        cfg = with_data_root(config_mod.load(args.config, args.overrides), args.data_root)
         if args.command == "check":   # the config only; whether it fits this machine is a note
             from .inputs import check_inputs
             from .launch import check_fits, resolve_device

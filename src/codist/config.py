@@ -67,6 +67,9 @@ class LaunchConfig(_Section):
     collective_timeout_s: StrictInt = Field(600, ge=10, description="a collective waiting longer fails the run")
     hang_timeout_s: StrictInt = Field(900, ge=10, description="the launcher kills a run whose rank made no "
                                 "progress for this long and names the rank")
+    data_root: str | None = Field(None, min_length=1, description="the folder a relative workload.data_dir is "
+                                  "joined to (codist.data_root; default $CODIST_DATA_ROOT); the data's location, "
+                                  "so not part of the run id")
 
 
 class OptimizerConfig(_Section):
@@ -320,7 +323,7 @@ NOT_IN_RUN_ID = ("name", "source", "launch", "train.save_model", "train.checkpoi
 def run_id(cfg: RunConfig) -> str:
     """12 hex digits of the hash of everything that changes the results.
 
-    Left out: the label, the launch section (launcher, threads, port, timeouts), whether the
+    Left out: the label, the launch section (launcher, threads, port, timeouts, data root), whether the
     final model is saved, how often to checkpoint and which probes are logged (measurements that
     never change the training); so a run shared by several figures has
     one id and runs once. In: the workload's data version, so regenerated embedded data

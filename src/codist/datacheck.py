@@ -202,6 +202,8 @@ def main(argv=None) -> int:
     c.add_argument("workload", nargs="?", choices=["cifar", "imagenet", "lm", "ctr", "translation"])
     c.add_argument("data_dir", nargs="?")
     c.add_argument("--config", help="instead: the workload section (data_dir and options) of a run config")
+    c.add_argument("--data-root", metavar="DIR", help="with --config: the folder a relative workload.data_dir is "
+                   "joined to (default: the config's launch.data_root, else $CODIST_DATA_ROOT)")
     c.add_argument("--dataset", choices=sorted(CIFAR_LAYOUT), help="cifar: cifar10 (default) or cifar100")
     c.add_argument("--source-lang", default="src")
     c.add_argument("--target-lang", default="tgt")
@@ -210,8 +212,9 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.config:
         from .config import ConfigError, load
+        from .data_root import with_data_root, workload_with_data
         try:
-            w = load(args.config).workload
+            w = workload_with_data(with_data_root(load(args.config), args.data_root))
         except ConfigError as e:
             print(f"codist data check: {e}", file=sys.stderr)
             return 2

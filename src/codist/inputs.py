@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 from .config import ConfigError, RunConfig
+from .data_root import workload_with_data
 from .workloads.cifar_config import CIFAR_LAYOUT, layout_text
 from .workloads.ctr_config import CRITEO_LAYOUT
 from .workloads.imagenet_config import IMAGEFOLDER_LAYOUT
@@ -58,8 +59,9 @@ def _check(key: str, path: Path, folder: bool, layout: str) -> None:
 
 def check_inputs(cfg: RunConfig) -> None:
     """Raise ConfigError (one line: the key, the path, what is expected) if a data folder or file
-    the config names is missing, of the wrong kind or unreadable. Embedded data sets need none."""
-    w = cfg.workload
+    the config names is missing, of the wrong kind or unreadable. Embedded data sets need none.
+    A relative data_dir is checked where the data root puts it (codist.data_root)."""
+    w = workload_with_data(cfg)
     if getattr(w, "tokenizer_model", None):
         _check("workload.tokenizer_model", Path(w.tokenizer_model), False, "a SentencePiece .model file")
     data_dir = getattr(w, "data_dir", None)

@@ -25,6 +25,7 @@ from . import config as config_mod
 from .algorithms import TrainContext, build_algorithm
 from .comm import CommMeter, summarize
 from .config import RunConfig
+from .data_root import workload_with_data
 from .distributed import Topology, init, pick_device
 from .evaluation import Evaluator
 from .owner import owner_gone
@@ -162,7 +163,7 @@ def set_up(args) -> Run:
     heartbeat = Heartbeat(out, topo.rank)
     meter = CommMeter(topo.rank, topo.model_of())
     meter.install_hooks()
-    workload = build_workload(cfg.workload, cfg.seed)
+    workload = build_workload(workload_with_data(cfg), cfg.seed)   # data_dir joined to launch.data_root
     ctx = TrainContext(cfg, topo, meter, workload, device, out)
     algo = build_algorithm(ctx)
     algo.setup()
