@@ -15,14 +15,33 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-# A run that trains in a second or two: the embedded image task, a narrow resnet8.
+# A run that trains in a second or two: the embedded image task, a narrow resnet8. Its ranks are
+# forked from a warm server kept for the whole session (start-up ~0.5 s instead of 4-8 s of imports
+# per run; a warm run's rows equal a cold start's: test_warm_launcher); tests of a launcher's own
+# behaviour (process trees, signals) name their launcher.
 TINY = {
     "name": "tiny",
     "workload": {"name": "cifar", "train_size": 512, "val_size": 128, "width": 8},
     "parallel": {"world_size": 1},
     "train": {"steps": 6, "batch_per_rank": 16, "eval_every": 3, "eval_batch": 64},
-    "launch": {"launcher": "torchrun", "threads_per_rank": 1},  # same float order in every run
+    "launch": {"launcher": "warm", "threads_per_rank": 1},  # one thread: the same float order in every run
 }
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_warm_servers(tmp_path_factory):
+    """One runtime folder for the session's warm servers (every `codist run` of the tests, in this
+    process or a child, finds them there); they are killed at the end."""
+    folder = tmp_path_factory.mktemp("xdg")
+    before = os.environ.get("XDG_RUNTIME_DIR")
+    os.environ["XDG_RUNTIME_DIR"] = str(folder)
+    yield
+    from codist.warm_client import stop_servers
+    stop_servers(folder, signal.SIGKILL)
+    if before is None:
+        os.environ.pop("XDG_RUNTIME_DIR", None)
+    else:
+        os.environ["XDG_RUNTIME_DIR"] = before
 
 
 @pytest.fixture

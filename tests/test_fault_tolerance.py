@@ -17,11 +17,13 @@ from codist import checkpoint, config, launch
 
 pytestmark = pytest.mark.slow
 
-# long enough to be interrupted mid-way: ~2-4 s of training at 2 ranks
+# long enough to be interrupted mid-way: ~2-4 s of training at 2 ranks; torchrun's process tree
+# (a SIGKILL of the whole job, a dead rank)
 RUN = deep_update(TINY, {
     "parallel": {"world_size": 2, "models": 2},
     "algorithm": {"name": "codistill", "exchange_every": 7, "data": "disjoint"},
     "train": {"steps": 60, "eval_every": 10, "checkpoint_every": 10},
+    "launch": {"launcher": "torchrun"},
 })
 
 

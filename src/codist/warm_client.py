@@ -22,7 +22,9 @@ from pathlib import Path
 from .warm_server import MessageReader, send_message
 
 # environment variables read while torch, numpy (OpenBLAS) and DeepSpeed import
-IMPORT_ENV_PREFIXES = ("OMP_", "MKL_", "KMP_", "OPENBLAS_", "TORCH", "DS_", "CUDA", "PYTHON", "LD_", "NCCL_")
+# (and CODIST_PLUGINS: the server imports those modules with codist.config)
+IMPORT_ENV_PREFIXES = ("OMP_", "MKL_", "KMP_", "OPENBLAS_", "TORCH", "DS_", "CUDA", "PYTHON", "LD_", "NCCL_",
+                       "CODIST_PLUGINS")
 CONNECT_TIMEOUT_S = 120.0   # a new server listens within a second; the budget is for a loaded machine
 IDLE_S_DEFAULT = 300.0        # a server with no run exits after this long (CODIST_WARM_IDLE_S)
 
