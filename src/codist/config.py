@@ -116,6 +116,11 @@ class TrainConfig(_Section):
     probes: list[Probe] = Field(
         default_factory=list, description="measurements logged beside the metrics (codist.probes): "
         "init_distance, each local model's L2 distance from its initialisation (Sodhani et al. Fig. 1)")
+    precision: Literal["fp32", "bf16", "fp16"] = Field(
+        "fp32", description="bf16 / fp16: mixed precision, fp32 master weights, the forward under autocast, "
+        "gradients all-reduced in 16 bits, fp16 with dynamic loss scaling (codist.precision)")
+    compile: bool = Field(False, description="torch.compile each trained model (in place; worth it on a GPU); "
+                          "not part of the run id")
 
 
 class RunConfig(_Section):
@@ -317,25 +322,31 @@ def to_dict(cfg: RunConfig) -> dict[str, Any]:
 
 #: config keys that do not change a run's results, so are not part of its id
 NOT_IN_RUN_ID = ("name", "source", "launch", "train.save_model", "train.checkpoint_every", "train.probes",
-                 "workload.cache_dir")
+                 "workload.cache_dir", "train.compile")
+
+#: keys added after run ids were published, hashed only when they differ from this value, so every
+#: run configured before them keeps its id (a bf16 run gets a new one)
+IN_RUN_ID_UNLESS = {"train.precision": "fp32"}
 
 
 def run_id(cfg: RunConfig) -> str:
     """12 hex digits of the hash of everything that changes the results.
 
     Left out: the label, the launch section (launcher, threads, port, timeouts, data root), whether the
-    final model is saved, how often to checkpoint and which probes are logged (measurements that
-    never change the training); so a run shared by several figures has
+    final model is saved, how often to checkpoint, which probes are logged (measurements that
+    never change the training) and whether torch.compile runs; `IN_RUN_ID_UNLESS` keys at their
+    default (so ids made before those keys existed stay valid); so a run shared by several figures has
     one id and runs once. In: the workload's data version, so regenerated embedded data
     gives new ids instead of stale results.
     """
     d = to_dict(cfg)
-    for key in NOT_IN_RUN_ID:
+    for key in NOT_IN_RUN_ID + tuple(IN_RUN_ID_UNLESS):
         *path, last = key.split(".")
         node = d
         for part in path:
             node = node.get(part, {})
-        node.pop(last, None)
+        if key not in IN_RUN_ID_UNLESS or node.get(last) == IN_RUN_ID_UNLESS[key]:
+            node.pop(last, None)
     d["data_version"] = data_version(cfg.workload.name)
     blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:12]

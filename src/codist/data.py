@@ -12,6 +12,8 @@ import torch
 from torch.utils.data import Dataset, Subset, TensorDataset
 from torch.utils.data._utils.collate import default_collate
 
+from .cuda_defaults import pin_memory
+
 
 class BatchStream:
     def __init__(self, dataset: Dataset, batch_per_rank: int, ranks: int, rank: int, seed: int):
@@ -113,7 +115,8 @@ class PrefetchStream:
         if self._iter is None or step != self._next:
             loader = torch.utils.data.DataLoader(self.stream.dataset, batch_sampler=_Steps(self.stream, step),
                                                  num_workers=self.workers, persistent_workers=False,
-                                                 prefetch_factor=2 if self.workers else None)
+                                                 prefetch_factor=2 if self.workers else None,
+                                                 pin_memory=pin_memory())   # with a GPU: async copies
             self._iter = iter(loader)
         self._next = step + 1
         return next(self._iter)

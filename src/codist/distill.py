@@ -15,15 +15,17 @@ import torch.nn.functional as F
 
 def teacher_probs(teacher_logits: list[torch.Tensor], temperature: float) -> torch.Tensor:
     """Mean of the teachers' softened predictions (Anil: the mean of the other models)."""
-    return torch.stack([F.softmax(t.detach() / temperature, dim=-1) for t in teacher_logits]).mean(0)
+    return torch.stack([F.softmax(t.detach().float() / temperature, dim=-1) for t in teacher_logits]).mean(0)
 
 
 def distill_loss(student_logits: torch.Tensor, target_probs: torch.Tensor, temperature: float = 1.0,
                  kind: str = "kl", mask: torch.Tensor | None = None) -> torch.Tensor:
     """Mean over the batch (over positions where `mask` is 1, e.g. not padding) of the
-    distillation term; `target_probs` carry no gradient."""
-    log_p = F.log_softmax(student_logits / temperature, dim=-1)
-    q = target_probs.detach()
+    distillation term; `target_probs` carry no gradient. Computed in fp32 whatever the inputs'
+    dtype (bf16 logits of a mixed-precision run: a 16-bit softmax and log would lose the small
+    probabilities the term is about)."""
+    log_p = F.log_softmax(student_logits.float() / temperature, dim=-1)
+    q = target_probs.detach().float()
     if kind == "kl":
         per_sample = (q * (torch.log(q.clamp_min(1e-12)) - log_p)).sum(-1)
     elif kind == "soft_ce":

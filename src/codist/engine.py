@@ -10,12 +10,15 @@ import torch
 from .config import RunConfig
 from .distributed import Topology
 from .optim import build_optimizer, build_scheduler
+from .precision import deepspeed_section
 
 
 def deepspeed_config(cfg: RunConfig) -> dict:
-    """The engine's JSON config. Data parallel (ZeRO stage 0), fp32, no built-in logging."""
+    """The engine's JSON config. Data parallel (ZeRO stage 0), fp32 or mixed precision with fp32
+    master weights (codist.precision), no built-in logging."""
     b, m = cfg.train.batch_per_rank, cfg.parallel.ranks_per_model
     return {
+        **deepspeed_section(cfg.train.precision),
         "train_micro_batch_size_per_gpu": b,
         "gradient_accumulation_steps": 1,
         "train_batch_size": b * m,             # per model group, not per world (ENGINE-FACTS)

@@ -5,6 +5,7 @@ import torch
 
 from .algorithms.base import TrainContext
 from .data import eval_batches, to_device
+from .precision import autocast
 from .probes import build_probes
 
 
@@ -28,10 +29,13 @@ class Evaluator:
             was_training = model.training
             model.eval()
             sums: dict[str, float] = {}
-            for batch in eval_batches(self.val, topo.ranks_per_model, topo.dp_rank, ctx.cfg.train.eval_batch):
-                x, y = to_device(batch, ctx.device)
-                for k, v in ctx.workload.eval_model_sums(model, x, y).items():
-                    sums[k] = sums.get(k, 0.0) + v
+            # at the run's precision, as the ensembles' members (Algorithm.forward) are: every model
+            # of a run is scored alike; autocast computes the losses themselves in fp32
+            with autocast(ctx.cfg.train.precision, ctx.device):
+                for batch in eval_batches(self.val, topo.ranks_per_model, topo.dp_rank, ctx.cfg.train.eval_batch):
+                    x, y = to_device(batch, ctx.device)
+                    for k, v in ctx.workload.eval_model_sums(model, x, y).items():
+                        sums[k] = sums.get(k, 0.0) + v
             model.train(was_training)
             rows[name] = sums
             keys = list(sums)

@@ -25,6 +25,7 @@ from . import config as config_mod
 from .algorithms import TrainContext, build_algorithm
 from .comm import CommMeter, summarize
 from .config import RunConfig
+from .cuda_defaults import configure_backends
 from .data_root import workload_with_data
 from .distributed import Topology, init, pick_device
 from .evaluation import Evaluator
@@ -157,6 +158,7 @@ def set_up(args) -> Run:
     threads = int(os.environ.get("CODIST_THREADS_PER_RANK") or os.environ.get("OMP_NUM_THREADS") or 1)
     torch.set_num_threads(threads)
     device, backend = pick_device(cfg.launch.device)
+    configure_backends(device)   # cuDNN autotuning on a GPU
     check_world_size(cfg)
     stop = StopFlag()
     topo = init(cfg.parallel.models, backend, timeout_s=cfg.launch.collective_timeout_s)

@@ -16,8 +16,10 @@ from torch import nn
 
 from ..comm import CommMeter
 from ..config import RunConfig
+from ..cuda_defaults import maybe_compile, place_model
 from ..data import to_device
 from ..distributed import Topology
+from ..precision import autocast
 from ..workloads.base import Workload
 from .registry import spec
 from .updates import EngineUpdate
@@ -43,11 +45,11 @@ class Algorithm:
 
     # ------------------------------------------------------------ set-up
     def new_model(self) -> nn.Module:
-        return self.workload.build_model().to(self.ctx.device)
+        return place_model(self.workload.build_model(), self.ctx.device, self.cfg.workload.convnet)
 
     def setup(self) -> None:
         torch.manual_seed(self.model_seed())
-        model = self.new_model()
+        model = maybe_compile(self.new_model(), self.cfg.train.compile)
         with self.meter.category("setup"):
             self.update = self.build_update(model)
         self.model, self.optimizer, self.scheduler = self.update.model, self.update.optimizer, self.update.scheduler
@@ -78,7 +80,11 @@ class Algorithm:
                                           c.train.batch_per_rank, t.ranks_per_model, t.dp_rank, c.seed)
 
     def forward(self, model, inputs) -> torch.Tensor:
-        return self.workload.forward(model, inputs)
+        """Logits at the run's precision (teachers too, not only the engine, whose own forward is
+        under autocast already), returned in fp32 so that every loss term is computed in fp32
+        (`.float()` returns an fp32 tensor itself: fp32 runs are unchanged)."""
+        with autocast(self.cfg.train.precision, self.ctx.device):
+            return self.workload.forward(model, inputs).float()
 
     # ------------------------------------------------------------ one update
     def before_step(self, step: int, x: torch.Tensor, y: torch.Tensor) -> None:
@@ -120,13 +126,18 @@ class Algorithm:
     def checkpoint_state(self) -> dict:
         """Everything this model's group needs to continue exactly (tensors and plain values only:
         checkpoints load with weights_only=True). Subclasses add their own state."""
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "scheduler": self.scheduler.state_dict()}
+        state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                 "scheduler": self.scheduler.state_dict()}
+        if self.update.scaler is not None:   # fp16: the loss scale and its growth counter
+            state["grad_scaler"] = self.update.scaler.state_dict()
+        return state
 
     def load_checkpoint_state(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
+        if self.update.scaler is not None:
+            self.update.scaler.load_state_dict(state["grad_scaler"])
 
     # ------------------------------------------------------------ evaluation
     def eval_names(self) -> list[str]:

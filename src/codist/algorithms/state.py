@@ -45,5 +45,6 @@ class OutputEnsemble(nn.Module):
         self.forward_fn = forward_fn or (lambda model, inputs: model(inputs))
 
     def forward(self, x) -> torch.Tensor:
-        probs = torch.stack([F.softmax(self.forward_fn(m, x), dim=-1) for m in self.members]).mean(0)
+        # in fp32, whatever dtype the members' outputs have
+        probs = torch.stack([F.softmax(self.forward_fn(m, x).float(), dim=-1) for m in self.members]).mean(0)
         return torch.log(probs.clamp_min(1e-30))

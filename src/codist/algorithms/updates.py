@@ -15,6 +15,7 @@ from ..config import RunConfig
 from ..distributed import Topology
 from ..engine import build_engine
 from ..optim import build_optimizer, build_scheduler
+from ..precision import grad_scaler
 
 
 class EngineUpdate:
@@ -22,6 +23,8 @@ class EngineUpdate:
         self.engine, self.optimizer = build_engine(cfg, topo, model)
         self.model, self.scheduler = self.engine.module, self.engine.lr_scheduler
         self.forward_module = self.engine   # what the forward pass runs through
+        # fp16: DeepSpeed's dynamic loss scaler (torch_autocast on ZeRO-0), checkpointed with the model
+        self.scaler = self.engine.torch_autocast_z0_gradscaler
 
     def apply(self, loss: torch.Tensor) -> None:
         self.engine.backward(loss)
@@ -39,11 +42,22 @@ class DDPUpdate:
         self.forward_module.register_comm_hook(hook_state, hook)
         self.optimizer = build_optimizer(model.parameters(), cfg.optimizer)
         self.scheduler = build_scheduler(self.optimizer, cfg.schedule, cfg.train.steps)
+        # fp16: dynamic loss scaling as the engine's (the forward's autocast is Algorithm.forward's);
+        # DDP's comm hooks reduce the fp32 gradients, and are counted at 4 bytes per value
+        self.scaler = grad_scaler(cfg.train.precision, next(model.parameters()).device)
 
     def apply(self, loss: torch.Tensor) -> None:
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        if self.scaler is None:
+            loss.backward()
+        else:
+            self.scaler.scale(loss).backward()
+            self.scaler.unscale_(self.optimizer)   # clip the true gradients
         if self.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.grad_clip)
-        self.optimizer.step()
+        if self.scaler is None:
+            self.optimizer.step()
+        else:
+            self.scaler.step(self.optimizer)   # skipped when a gradient is inf/NaN
+            self.scaler.update()
         self.scheduler.step()

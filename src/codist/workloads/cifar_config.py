@@ -35,6 +35,7 @@ class CifarConfig(WorkloadSection):
     """
 
 
+    convnet = True   # ResNets: channels_last on a GPU
     name: Literal["cifar"] = "cifar"
     dataset: Literal["embedded", "cifar10", "cifar100"] = "embedded"
     data_dir: str | None = Field(None, description="folder holding cifar-10-batches-py/ or cifar-100-python/")

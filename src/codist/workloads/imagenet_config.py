@@ -20,6 +20,7 @@ class ImagenetConfig(WorkloadSection):
     images they are only useful to measure communication of the real model sizes).
     """
 
+    convnet = True   # ResNets: channels_last on a GPU
     name: Literal["imagenet"] = "imagenet"
     dataset: Literal["embedded", "imagefolder"] = "embedded"
     data_dir: str | None = Field(None, description=f"for imagefolder: {IMAGEFOLDER_LAYOUT}")

@@ -1,0 +1,41 @@
+"""What a practitioner sets when training on a GPU, applied only when the rank's device is CUDA
+(on CPU every function here leaves things as they are, so CPU runs and their tests are unchanged):
+
+- cuDNN autotuning (`cudnn.benchmark`): the input shapes are fixed per run, so the one-off search
+  for the fastest convolution algorithm pays for itself within a few updates;
+- channels_last (NHWC) for convolutional models (`WorkloadSection.convnet`): cuDNN's tensor-core
+  convolutions run in it (PyTorch converts NCHW inputs of a channels_last convolution itself);
+- pinned host memory for the image loader's batches, so the `non_blocking` copies of
+  `codist.data.to_device` overlap the compute (the loader's workers live for the whole run: its
+  batch sampler never ends, which is what `persistent_workers` would give a finite one);
+- `train.compile`: torch.compile of each trained model, in place (`nn.Module.compile`), so its
+  state dict, checkpoints and teachers keep their keys. Any device (on CPU it needs a C++ compiler).
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def configure_backends(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True
+
+
+def place_model(model: nn.Module, device: torch.device, convnet: bool) -> nn.Module:
+    """`model` on `device`, in channels_last when it is a convnet on a GPU."""
+    model = model.to(device)
+    if device.type == "cuda" and convnet:
+        model = model.to(memory_format=torch.channels_last)
+    return model
+
+
+def maybe_compile(model: nn.Module, compile_: bool) -> nn.Module:
+    if compile_:
+        model.compile()
+    return model
+
+
+def pin_memory() -> bool:
+    """Whether the loader should pin its batches (only with a GPU to copy them to)."""
+    return torch.cuda.is_available()
