@@ -70,6 +70,7 @@ def preload(train_args: list[str]) -> None:
     from deepspeed.runtime.engine import DeepSpeedEngine  # noqa: F401
     import torch.utils.cpp_extension  # noqa: F401  (setuptools: DeepSpeed loads its CPU comm op with it)
     import torch.utils.tensorboard  # noqa: F401  (rank 0's event file, codist.runlog; ~0.3 s, no threads until used)
+    from . import config  # noqa: F401  first: it loads CODIST_PLUGINS, whose algorithms import the engine
     from . import engine, train
     workload = None   # the run's `workload:` section
     try:   # none for a warm server's first preload
