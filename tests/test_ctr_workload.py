@@ -170,7 +170,7 @@ def test_embedded_deterministic_in_data_seed():
 def test_embedded_bayes_below_base_rate_and_a_short_training_beats_base_rate():
     cfg = CtrConfig(**SMALL)
     w = C.CtrWorkload(cfg, seed=0)
-    d = w._embedded
+    d = w.data.generated
     bayes, base = C.bayes_log_loss(cfg), d.base_rate_log_loss
     assert w.bayes_log_loss == bayes
     assert 0.22 < float(d.train_labels.double().mean()) < 0.28       # Criteo-like click rate

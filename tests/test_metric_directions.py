@@ -9,6 +9,7 @@ import pytest
 
 from codist.workloads import REGISTRY, metrics, workload_class
 from codist.workloads.base import Workload
+from codist.workloads.ctr_embedded import EmbeddedCtrSource
 from codist.workloads.lm_data import EmbeddedData
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analysis"))
@@ -20,8 +21,9 @@ FINALS = {
     "imagenet": lambda c: c.finalize_eval(None, {"loss_sum": 1.0, "correct": 1.0, "count": 2.0}),
     "lm": lambda c: c.finalize_eval(NS(data=NS(eval_extras=lambda loss: EmbeddedData.eval_extras(
                                         NS(bayes_val_loss=0.1), loss))), {"loss_sum": 1.0, "count": 2.0}),
-    "ctr": lambda c: c.finalize_eval(NS(_embedded=NS(bayes_log_loss=0.1)), {"loss_sum": 1.0, "correct": 1.0,
-                                     "p_sum": 1.0, "label_sum": 1.0, "count": 2.0}),
+    "ctr": lambda c: c.finalize_eval(NS(data=NS(eval_extras=lambda loss: EmbeddedCtrSource.eval_extras(
+                                         NS(generated=NS(bayes_log_loss=0.1)), loss))),
+                                     {"loss_sum": 1.0, "correct": 1.0, "p_sum": 1.0, "label_sum": 1.0, "count": 2.0}),
     "translation": lambda c: {**c.finalize_eval(NS(cfg=NS(bleu_every_eval=False)),
                                                 {"nll_sum": 1.0, "tokens": 2.0, "correct": 1.0}), "val_bleu": 0.0},
 }

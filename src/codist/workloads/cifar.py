@@ -184,11 +184,43 @@ class RandomCropFlip(Dataset):
         return x, y
 
 
+class CifarFiles:
+    """The data source of `dataset: cifar10 / cifar100`: torchvision's python pickles under
+    `data_dir`, read on first use; splits(), target() and facts() as the embedded source's."""
+
+    def __init__(self, cfg: CifarConfig):
+        self.cfg = cfg
+        self._splits: tuple[TensorDataset, TensorDataset] | None = None
+
+    def splits(self) -> tuple[TensorDataset, TensorDataset]:
+        """(train, validation = the official test set), normalised with the CIFAR channel statistics."""
+        if self._splits is None:
+            d = self.cfg.dataset
+            train_x, train_y, test_x, test_y = read_cifar(self.cfg.data_dir, d)
+            self._splits = (TensorDataset(normalize_cifar(train_x, d), torch.from_numpy(train_y)),
+                            TensorDataset(normalize_cifar(test_x, d), torch.from_numpy(test_y)))
+        return self._splits
+
+    def target(self) -> float:
+        return CIFAR_TARGETS[self.cfg.dataset]
+
+    def facts(self) -> dict:
+        return {}
+
+
+def embedded_source(cfg: CifarConfig) -> embedded_images.EmbeddedImageSource:
+    return embedded_images.EmbeddedImageSource(cfg, cfg.image_size, EMBEDDED_TARGET_FRACTION)
+
+
+#: `workload.dataset` -> the data source: splits(), target() and facts()
+SOURCES = {"embedded": embedded_source, "cifar10": CifarFiles, "cifar100": CifarFiles}
+
+
 class CifarWorkload(Workload):
     """CIFAR ResNet (He et al. 2016) on CIFAR-10/100 or the embedded image task.
 
-    Data sets are built once, on first use, and cached on the instance. `seed` is the run
-    seed: the data never depend on it (the embedded task depends on `data_seed` only).
+    The data come from `SOURCES[cfg.dataset]`, built on first use and cached there. `seed` is
+    the run seed: the data never depend on it (the embedded task depends on `data_seed` only).
     `metric` is set per instance, since its target depends on the data set.
     """
 
@@ -197,34 +229,12 @@ class CifarWorkload(Workload):
     def __init__(self, cfg: CifarConfig, seed: int):
         self.cfg = cfg
         self.seed = seed
-        self._train: TensorDataset | None = None
-        self._val: TensorDataset | None = None
-        self._embedded: embedded_images.EmbeddedImages | None = None
-        if cfg.dataset == "embedded":
-            target = EMBEDDED_TARGET_FRACTION * embedded_images.bayes_accuracy_upper_bound(cfg)
-        else:
-            target = CIFAR_TARGETS[cfg.dataset]
-        self.metric = Metric("val_accuracy", higher_is_better=True, target=round(target, 4))
+        self.data = SOURCES[cfg.dataset](cfg)   # the embedded generator or the CIFAR pickles
+        self.metric = Metric("val_accuracy", higher_is_better=True, target=round(self.data.target(), 4))
 
     @property
     def num_classes(self) -> int:
         return self.cfg.num_classes
-
-    def _load(self) -> None:
-        if self._train is not None:
-            return
-        cfg = self.cfg
-        if cfg.dataset == "embedded":
-            data = embedded_images.generate(
-                classes=cfg.classes, image_size=cfg.image_size, train_size=cfg.train_size,
-                val_size=cfg.val_size, label_noise=cfg.label_noise, data_seed=cfg.data_seed,
-            )
-            self._embedded = data
-            self._train, self._val = data.train_dataset(), data.val_dataset()
-        else:
-            train_x, train_y, test_x, test_y = read_cifar(cfg.data_dir, cfg.dataset)
-            self._train = TensorDataset(normalize_cifar(train_x, cfg.dataset), torch.from_numpy(train_y))
-            self._val = TensorDataset(normalize_cifar(test_x, cfg.dataset), torch.from_numpy(test_y))
 
     def build_model(self) -> nn.Module:
         return build_cifar_resnet(CIFAR_RESNET_DEPTHS[self.cfg.arch], self.cfg.width, self.num_classes,
@@ -232,24 +242,18 @@ class CifarWorkload(Workload):
 
     def train_dataset(self) -> Dataset:
         """The training set; with `augment`, wrapped in `RandomCropFlip` (padding image_size/8: 4 on CIFAR)."""
-        self._load()
+        train, _ = self.data.splits()
         if self.cfg.augment:
-            size = self._train.tensors[0].shape[-1]
-            return RandomCropFlip(self._train, padding=max(1, size // 8))
-        return self._train
+            size = train.tensors[0].shape[-1]
+            return RandomCropFlip(train, padding=max(1, size // 8))
+        return train
 
     def val_dataset(self) -> Dataset:
         """The validation set: the CIFAR test set, or the embedded task's held-out split."""
-        self._load()
-        return self._val
+        return self.data.splits()[1]
 
     def describe(self) -> dict:
         facts = super().describe()
         facts.update(dataset=self.cfg.dataset, arch=self.cfg.arch, width=self.cfg.width,
-                     num_classes=self.num_classes, augment=self.cfg.augment)
-        if self._embedded is not None:
-            facts.update(
-                bayes_accuracy_upper_bound=embedded_images.bayes_accuracy_upper_bound(self.cfg),
-                data_generation_s=round(self._embedded.generation_s, 4),
-            )
+                     num_classes=self.num_classes, augment=self.cfg.augment, **self.data.facts())
         return facts

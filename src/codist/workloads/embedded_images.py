@@ -255,3 +255,44 @@ def generate(
         std=torch.from_numpy(std.reshape(-1).astype(np.float32)),
         generation_s=time.perf_counter() - start,
     )
+
+
+class EmbeddedImageSource:
+    """The generated task as a data source of the image workloads (cifar, imagenet): the same
+    interface as their real-format readers (`splits`, `num_classes`, `train_labels`, `target`,
+    `facts`, `loader_workers`). Generated on first use, from `cfg`'s knobs only (never the run seed).
+
+    `image_size` is the generated side (the configs name it differently); the target is
+    `target_fraction` of the Bayes bound, a fraction each workload measured for itself.
+    """
+
+    loader_workers = 0   # the tensors are in memory already: nothing for DataLoader workers to decode
+
+    def __init__(self, cfg, image_size: int, target_fraction: float):
+        self.cfg, self.image_size, self.target_fraction = cfg, image_size, target_fraction
+        self.generated: EmbeddedImages | None = None
+        self._splits: tuple[TensorDataset, TensorDataset] | None = None
+
+    @property
+    def num_classes(self) -> int:
+        return self.cfg.classes
+
+    def splits(self) -> tuple[TensorDataset, TensorDataset]:
+        """(train, validation), generated once."""
+        if self._splits is None:
+            c = self.cfg
+            self.generated = generate(classes=c.classes, image_size=self.image_size, train_size=c.train_size,
+                                      val_size=c.val_size, label_noise=c.label_noise, data_seed=c.data_seed)
+            self._splits = self.generated.train_dataset(), self.generated.val_dataset()
+        return self._splits
+
+    def train_labels(self) -> torch.Tensor:
+        return self.splits()[0].tensors[1]
+
+    def target(self) -> float:
+        return self.target_fraction * bayes_accuracy_upper_bound(self.cfg)
+
+    def facts(self) -> dict:
+        self.splits()
+        return {"bayes_accuracy_upper_bound": bayes_accuracy_upper_bound(self.cfg),
+                "data_generation_s": round(self.generated.generation_s, 4)}

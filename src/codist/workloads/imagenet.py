@@ -57,22 +57,64 @@ def load_image(path: str):
         raise ValueError(f"{path}: unreadable image ({type(e).__name__}: {e})") from None
 
 
+class ImageFolderData:
+    """The data source of `dataset: imagefolder`: torchvision ImageFolder splits under `data_dir`,
+    opened on first use, with the reference recipe's transforms; the interface of
+    `embedded_images.EmbeddedImageSource` (splits, num_classes, train_labels, target, loader_workers)."""
+
+    def __init__(self, cfg: ImagenetConfig):
+        self.cfg = cfg
+        self._splits = None
+
+    @property
+    def loader_workers(self) -> int:
+        return self.cfg.loader_workers   # JPEG decoding is the bottleneck: worker processes per rank
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.splits()[0].classes)
+
+    def splits(self):
+        if self._splits is None:
+            from torchvision import datasets, transforms
+            cfg = self.cfg
+            train_dir, val_dir = check_imagefolder(cfg.data_dir)
+            norm = transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)
+            train = datasets.ImageFolder(train_dir, loader=load_image, transform=transforms.Compose([
+                transforms.RandomResizedCrop(cfg.image_size), transforms.RandomHorizontalFlip(),
+                transforms.ToTensor(), norm]))
+            val = datasets.ImageFolder(val_dir, loader=load_image, transform=transforms.Compose([
+                transforms.Resize(cfg.val_resize), transforms.CenterCrop(cfg.image_size), transforms.ToTensor(),
+                norm]))
+            self._splits = train, val
+        return self._splits
+
+    def train_labels(self) -> torch.Tensor:
+        return torch.as_tensor(self.splits()[0].targets)   # from the file list: no image is decoded
+
+    def target(self) -> float | None:
+        return RESNET50_TARGET if self.cfg.arch == "resnet50" else None   # known for ResNet-50 only
+
+
+def embedded_source(cfg: ImagenetConfig) -> embedded_images.EmbeddedImageSource:
+    return embedded_images.EmbeddedImageSource(cfg, cfg.embedded_image_size, EMBEDDED_TARGET_FRACTION)
+
+
+#: `workload.dataset` -> the data source: splits(), num_classes, train_labels(), target(), loader_workers
+SOURCES = {"embedded": embedded_source, "imagefolder": ImageFolderData}
+
+
 class ImagenetWorkload(Workload):
     def __init__(self, cfg: ImagenetConfig, seed: int):
         self.cfg, self.seed = cfg, seed
-        self._train = self._val = None
-        if cfg.dataset == "embedded":
-            target = EMBEDDED_TARGET_FRACTION * (1 - cfg.label_noise)
-        else:
-            target = RESNET50_TARGET if cfg.arch == "resnet50" else None
+        self.data = SOURCES[cfg.dataset](cfg)   # the embedded generator or the ImageFolder splits
+        target = self.data.target()
         self.metric = Metric("val_accuracy", higher_is_better=True,
                              target=None if target is None else round(target, 4))
 
     @property
     def num_classes(self) -> int:
-        if self.cfg.dataset == "embedded":
-            return self.cfg.classes
-        return len(self.train_dataset().classes)
+        return self.data.num_classes
 
     def build_model(self) -> nn.Module:
         import torchvision
@@ -81,42 +123,19 @@ class ImagenetWorkload(Workload):
             return build_cifar_resnet(int(arch.removeprefix("cifar_resnet")), self.cfg.width, self.num_classes)
         return getattr(torchvision.models, arch)(weights=None, num_classes=self.num_classes)
 
-    def _load(self) -> None:
-        if self._train is not None:
-            return
-        cfg = self.cfg
-        if cfg.dataset == "embedded":
-            data = embedded_images.generate(classes=cfg.classes, image_size=cfg.embedded_image_size,
-                                            train_size=cfg.train_size, val_size=cfg.val_size,
-                                            label_noise=cfg.label_noise, data_seed=cfg.data_seed)
-            self._train, self._val = data.train_dataset(), data.val_dataset()
-            return
-        from torchvision import datasets, transforms
-        train_dir, val_dir = check_imagefolder(cfg.data_dir)
-        norm = transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)
-        self._train = datasets.ImageFolder(train_dir, loader=load_image, transform=transforms.Compose([
-            transforms.RandomResizedCrop(cfg.image_size), transforms.RandomHorizontalFlip(),
-            transforms.ToTensor(), norm]))
-        self._val = datasets.ImageFolder(val_dir, loader=load_image, transform=transforms.Compose([
-            transforms.Resize(cfg.val_resize), transforms.CenterCrop(cfg.image_size), transforms.ToTensor(), norm]))
-
     def train_dataset(self) -> Dataset:
-        self._load()
-        return self._train
+        return self.data.splits()[0]
 
     def val_dataset(self) -> Dataset:
-        self._load()
-        return self._val
+        return self.data.splits()[1]
 
     def train_stream(self, split, model, models, batch_per_rank, ranks, rank, seed):
-        """Real images are decoded by `loader_workers` DataLoader processes per rank."""
+        """Real images are decoded by the source's `loader_workers` DataLoader processes per rank."""
         stream = super().train_stream(split, model, models, batch_per_rank, ranks, rank, seed)
-        if self.cfg.dataset == "imagefolder" and self.cfg.loader_workers > 0:
+        if self.data.loader_workers > 0:
             from ..data import PrefetchStream
-            return PrefetchStream(stream, self.cfg.loader_workers)
+            return PrefetchStream(stream, self.data.loader_workers)
         return stream
 
     def class_counts(self) -> torch.Tensor:
-        data = self.train_dataset()
-        labels = torch.as_tensor(data.targets) if hasattr(data, "targets") else data.tensors[1]
-        return torch.bincount(labels, minlength=self.num_classes)
+        return torch.bincount(self.data.train_labels(), minlength=self.num_classes)

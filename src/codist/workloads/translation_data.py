@@ -366,3 +366,60 @@ def ensure_embedded(cfg) -> Path:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
     return final
+
+
+# --------------------------------------------------------------------------- the data sources
+
+# Embedded target for val_nll (time-to-target): the Bayes NLL of the corpus plus this margin,
+# in nats per token (0.127 + 0.5 at the defaults). Measured with the defaults (transformer_tiny,
+# Adam lr 3e-3 betas (0.9, 0.98), 32 pairs per batch, one thread on a shared 2-core machine,
+# ~3.5k target tokens/s): val_nll 1.0 after 45 s (~500 updates), 0.72 after 75 s, 0.49 after 90 s,
+# 0.39 after 100 s (BLEU 75 vs the MAP translator's 85). So a plain run reaches the target in
+# about 80 s and keeps improving: the target separates fast from slow algorithms without any
+# of them having to sit at the floor.
+EMBEDDED_TARGET_MARGIN = 0.5
+
+#: what `describe` reports of the embedded corpus's corpus.json
+CORPUS_FACTS = ("bayes_val_nll", "map_val_bleu", "preprocess_s", "generate_s")
+
+
+class EmbeddedCorpus:
+    """The data source of `dataset: embedded`: the folder of `ensure_embedded`, built (or found in
+    the cache) by `folder()`; its corpus.json gives the target and the facts."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.corpus: dict = {}
+
+    def folder(self) -> Path:
+        root = ensure_embedded(self.cfg)
+        self.corpus = json.loads((root / "corpus.json").read_text())
+        return root
+
+    def target(self) -> float:
+        """val_nll target: the corpus's Bayes NLL plus EMBEDDED_TARGET_MARGIN (after `folder()`)."""
+        return self.corpus["bayes_val_nll"] + EMBEDDED_TARGET_MARGIN
+
+    def facts(self) -> dict:
+        return {k: self.corpus[k] for k in CORPUS_FACTS if k in self.corpus}
+
+
+class FairseqFolder:
+    """The data source of `dataset: fairseq`: a fairseq-preprocess folder, checked by `folder()`;
+    `folder()`, `target()` and `facts()` as `EmbeddedCorpus`'s."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+
+    def folder(self) -> Path:
+        return check_data_dir(self.cfg.data_dir, self.cfg.source_lang, self.cfg.target_lang)
+
+    def target(self) -> None:
+        return None   # real text: no known optimum
+
+    def facts(self) -> dict:
+        return {}
+
+
+#: `workload.dataset` -> the data source: folder() (the fairseq data folder), target(), facts()
+SOURCES = {"embedded": EmbeddedCorpus, "fairseq": FairseqFolder}
