@@ -17,6 +17,7 @@ report: "workflows/report/workflow.rst"   # the report's front page; each figure
 include: "workflows/common.smk"
 include: "workflows/train.smk"
 include: "workflows/analysis.smk"
+include: "workflows/frontier.smk"   # its own target (not in `all`): results/<scale>/frontier/frontier.md
 
 
 rule all:

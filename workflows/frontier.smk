@@ -30,13 +30,16 @@ if FRONTIER_WORKLOADS:
         """Point, seed -> run id and run directory (the table's only way to the runs)."""
         output:
             f"{FRONTIER_DIR}/{{workload}}_runs.json",
+        log:
+            f"{RESULTS}/{SCALE}/logs/frontier/{{workload}}_runs.log",
         params:
             text=lambda wc: runs_manifest_text(FRONTIER, FRONTIER_POINTS, wc.workload, RESULTS, FRONTIER_SHARED),
         wildcard_constraints:
             workload=_one_of(FRONTIER_WORKLOADS),
+        conda: CONDA_ENV
         localrule: True
         shell:
-            "printf '%s' {params.text:q} > {output:q}.tmp && mv {output:q}.tmp {output:q}"
+            "(printf '%s' {params.text:q} > {output:q}.tmp && mv {output:q}.tmp {output:q}) 2> {log:q}"
 
     rule frontier_table:
         """Runs -> per-run CSV, per-point CSV and Markdown (analysis/frontier_table.py)."""
@@ -51,13 +54,14 @@ if FRONTIER_WORKLOADS:
         log:
             f"{RESULTS}/{SCALE}/logs/frontier/{{workload}}_table.log",
         params:
+            python=PYTHON,
             script=FRONTIER_ANALYSIS / "frontier_table.py",
         wildcard_constraints:
             workload=_one_of(FRONTIER_WORKLOADS),
         conda: CONDA_ENV
         localrule: True
         shell:
-            "{PYTHON:q} {params.script:q} --runs {input.runs:q} --csv {output.csv:q} --points {output.points:q}"
+            "{params.python:q} {params.script:q} --runs {input.runs:q} --csv {output.csv:q} --points {output.points:q}"
             " --markdown {output.markdown:q} > {log:q} 2>&1"
 
     rule frontier_plot:
@@ -66,17 +70,19 @@ if FRONTIER_WORKLOADS:
             runs=f"{FRONTIER_DIR}/{{workload}}_runs.json",
             points=f"{FRONTIER_DIR}/{{workload}}_points.csv",
         output:
-            report(f"{FRONTIER_DIR}/{{workload}}.png", category="frontier", labels={"workload": "{workload}"}),
+            report(f"{FRONTIER_DIR}/{{workload}}.png", caption="report/frontier.rst", category="frontier",
+                   labels={"workload": "{workload}"}),
         log:
             f"{RESULTS}/{SCALE}/logs/frontier/{{workload}}_plot.log",
         params:
+            python=PYTHON,
             script=FRONTIER_ANALYSIS / "frontier_plot.py",
         wildcard_constraints:
             workload=_one_of(FRONTIER_WORKLOADS),
         conda: CONDA_ENV
         localrule: True
         shell:
-            "{PYTHON:q} {params.script:q} --runs {input.runs:q} --points {input.points:q} --out {output:q} > {log:q} 2>&1"
+            "{params.python:q} {params.script:q} --runs {input.runs:q} --points {input.points:q} --out {output:q} > {log:q} 2>&1"
 
     rule frontier:
         """Every workload's figure and tables; frontier.md joins the tables."""
@@ -85,9 +91,13 @@ if FRONTIER_WORKLOADS:
             tables=[f"{FRONTIER_DIR}/{w}.md" for w in FRONTIER_WORKLOADS],
         output:
             f"{FRONTIER_DIR}/frontier.md",
+        log:
+            f"{RESULTS}/{SCALE}/logs/frontier/frontier.log",
         params:
             head=f"# The communication frontier ({SCALE} scale)\n\nFrom {FRONTIER_SPEC.name}"
                  " (replications/frontier/); one section per workload, its figure beside it as <workload>.png.\n\n",
+        conda: CONDA_ENV
         localrule: True
         shell:
-            "(printf '%s' {params.head:q} && cat {input.tables:q}) > {output:q}.tmp && mv {output:q}.tmp {output:q}"
+            "((printf '%s' {params.head:q} && cat {input.tables:q}) > {output:q}.tmp && mv {output:q}.tmp {output:q})"
+            " 2> {log:q}"
