@@ -94,11 +94,12 @@ class CommMeter:
         return "within" if len({self.model_of[r] for r in ranks}) <= 1 else "between"
 
     def record(self, op: str, payload: int, group=None, src: int | None = None, category: str | None = None,
-               peer: int | None = None):
+               peer: int | None = None, collectives: int = 1):
         """Count one collective of `payload` bytes over `group` (global `src` for broadcast; the
-        global `peer` of a send or recv, whose tier is that of the two ranks)."""
+        global `peer` of a send or recv, whose tier is that of the two ranks). `collectives`: how
+        many the process group ran for it (a coalesced broadcast runs one per dtype bucket)."""
         ranks = [self.rank, peer] if peer is not None else self._ranks(group)
-        self.seen[_process_group(group)] += 1
+        self.seen[_process_group(group)] += collectives
         p = len(ranks)
         if op == "all_reduce":
             sent = recv = ring_all_reduce_bytes(payload, p)
@@ -158,8 +159,8 @@ class CommMeter:
         _refuse_unmetered_deepspeed_cache()
         _active = self
         pending, _pending[:] = list(_pending), []
-        for op, payload, group, src, peer in pending:
-            self.record(op, payload, group, src=src, category="setup", peer=peer)
+        for op, payload, group, src, peer, collectives in pending:
+            self.record(op, payload, group, src=src, category="setup", peer=peer, collectives=collectives)
 
     def unseen_calls(self) -> int:
         """Collectives this process ran that the meter did not count: per gloo process group, the
@@ -199,7 +200,7 @@ class CommMeter:
 
 # ---------------------------------------------------------------- the hooks, once per process
 _active: CommMeter | None = None   # the rank's meter, once it exists
-_pending: list[tuple] = []          # (op, payload, group, src, peer) counted before it existed
+_pending: list[tuple] = []          # (op, payload, group, src, peer, collectives) counted before it existed
 _inside = threading.local()         # a metered call made by a metered call (send -> isend) counts once
 
 
@@ -210,11 +211,11 @@ def _process_group(group):
     return group
 
 
-def _count(op: str, payload: int, group, src, peer) -> None:
+def _count(op: str, payload: int, group, src, peer, collectives: int = 1) -> None:
     if _active is None:
-        _pending.append((op, payload, group, src, peer))
+        _pending.append((op, payload, group, src, peer, collectives))
     else:
-        _active.record(op, payload, group, src=src, peer=peer)
+        _active.record(op, payload, group, src=src, peer=peer, collectives=collectives)
 
 
 def install_hooks() -> None:
@@ -265,6 +266,27 @@ def install_hooks() -> None:
     hook("irecv", "recv", first("tensor"))
     hook("barrier", "barrier", lambda a: 0)
     _hook_broadcast_coalesced()
+    _hook_verify_params()
+
+
+def _hook_verify_params() -> None:
+    """DDP's set-up check that every rank holds the same parameter shapes
+    (dist._verify_params_across_processes, C++): its collectives carry shape metadata only, a few
+    bytes per parameter. They are counted as control calls of 0 bytes (no byte formula reaches
+    inside the binding), so they are not flagged as unseen; the byte counts leave them out."""
+    original = dist._verify_params_across_processes
+    if getattr(original, "_codist_metered", False):
+        return
+
+    def wrapped(process_group, params, logger=None):
+        before = _sequence_number(_process_group(process_group))
+        out = original(process_group, params, logger)
+        after = _sequence_number(_process_group(process_group))
+        for _ in range((after - before) if before is not None else 0):
+            _count("barrier", 0, process_group, None, None)   # a 0-byte call
+        return out
+    wrapped._codist_metered = True
+    dist._verify_params_across_processes = wrapped
 
 
 def _hook_broadcast_coalesced() -> None:
@@ -276,10 +298,24 @@ def _hook_broadcast_coalesced() -> None:
         return
 
     def wrapped(group, tensors, buffer_size, src=0):
-        _count("broadcast", sum(tensor_bytes(t) for t in tensors), group, dist.get_global_rank(group, src), None)
-        return original(group, tensors, buffer_size, src)
+        # it runs one broadcast per bucket of one dtype (BatchNorm: float statistics, an int64
+        # counter), each numbered by the group: take that count from the group itself
+        before = _sequence_number(_process_group(group))
+        out = original(group, tensors, buffer_size, src)
+        collectives = max(1, _sequence_number(_process_group(group)) - before) if before is not None else 1
+        _count("broadcast", sum(tensor_bytes(t) for t in tensors), group, dist.get_global_rank(group, src), None,
+               collectives)
+        return out
     wrapped._codist_metered = True
     dist._broadcast_coalesced = wrapped
+
+
+def _sequence_number(group) -> int | None:
+    """The group's count of collectives it ran (gloo groups; None where it has none)."""
+    try:
+        return group._get_sequence_number_for_group()
+    except (AttributeError, RuntimeError):
+        return None
 
 
 def _refuse_unmetered_deepspeed_cache() -> None:
