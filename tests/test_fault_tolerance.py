@@ -88,7 +88,10 @@ def test_sigkill_of_whole_job_then_rerun_equals_uninterrupted(reference, cfg_pat
     assert_same_run(reference, out)
 
 
-LM_RUN = {**deep_update(RUN, {"optimizer": {"name": "adam", "lr": 0.003, "weight_decay": 0.0}}),
+# the hidden state, not a process tree, is under test here: the warm launcher (its SIGTERM path is
+# test_fork_launcher's)
+LM_RUN = {**deep_update(RUN, {"optimizer": {"name": "adam", "lr": 0.003, "weight_decay": 0.0},
+                              "launch": {"launcher": "warm"}}),
           "workload": {"name": "lm", "val_tokens": 4096}}
 
 

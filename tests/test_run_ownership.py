@@ -104,7 +104,8 @@ def test_a_finished_run_is_not_retrained_and_another_run_is_refused(tmp_path):
 @pytest.mark.slow
 def test_a_stop_signal_checkpoint_resumes_without_checkpoint_every(tmp_path):
     out = tmp_path / "run"
-    cfg = deep_update(LONG, {"train": {"steps": 3000, "eval_every": 500, "checkpoint_every": 0}})
+    # 1,000 updates: several heartbeats (every 2 s) before the end, and a short resume
+    cfg = deep_update(LONG, {"train": {"steps": 1000, "eval_every": 500, "checkpoint_every": 0}})
     proc = start(cfg, tmp_path, out)
     wait_for_step(out, proc, 1, 20)
     proc.send_signal(signal.SIGTERM)

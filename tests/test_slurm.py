@@ -46,7 +46,7 @@ RUN = deep_update(TINY, {
     "parallel": {"world_size": 2, "models": 2},
     "algorithm": {"name": "codistill", "exchange_every": 7, "data": "disjoint"},
     "train": {"steps": 200, "eval_every": 20, "checkpoint_every": 10},
-    "launch": {"device": "cpu", "time_limit_min": 10},
+    "launch": {"device": "cpu", "time_limit_min": 10, "launcher": "torchrun"},   # ranks as srun tasks
 })
 
 
