@@ -185,7 +185,9 @@ def test_time_limit_is_reported_and_the_next_submission_resumes(tmp_path):
     time-limit check (within 30 s; limits are whole minutes, so a real 1-minute limit would cost a
     minute more): TIMEOUT, SIGTERM to every process, SIGKILL after KillWait. The ranks checkpoint
     and exit 3; the next submission resumes from that checkpoint and finishes."""
-    long = deep_update(RUN, {"train": {"steps": 1500, "eval_every": 100, "checkpoint_every": 20}})
+    # 4,000 updates (~60 s here): slurmctld's check may come 30 s after the first checkpoint, and a
+    # 1,500-update run (24 s) sometimes finished first
+    long = deep_update(RUN, {"train": {"steps": 4000, "eval_every": 100, "checkpoint_every": 20}})
     out, log = tmp_path / "run", tmp_path / "job.log"
     job = submit(tmp_path, long, out, log)
     wait_checkpoint(out, job)
@@ -197,12 +199,12 @@ def test_time_limit_is_reported_and_the_next_submission_resumes(tmp_path):
     assert "preempted; checkpoint written, rerun the same command to resume" in text, text[-3000:]
     assert not (out / "summary.json").exists()
     stopped = json.loads((out / "checkpoint" / "latest.json").read_text())["step"]
-    assert 0 < stopped < 1500
+    assert 0 < stopped < 4000
     job2 = submit(tmp_path, long, out, tmp_path / "job2.log")
     assert wait_job(job2) == ("COMPLETED", "0:0"), (tmp_path / "job2.log").read_text()[-3000:]
     assert resumed_from(out) == stopped
     steps = [r["step"] for r in read_rows(out) if r["model"] == "0"]
-    assert steps == list(range(100, 1501, 100)) or steps == [0, *range(100, 1501, 100)], steps
+    assert steps == list(range(100, 4001, 100)) or steps == [0, *range(100, 4001, 100)], steps
 
 
 # ---------------------------------------------------------------- the workflow with the slurm profile

@@ -160,8 +160,9 @@ def tee_rank_output() -> None:
     stderr (file descriptors 1 and 2: Python's, C++'s and child processes' output alike) to
     RUN/logs/rank<N>.log. Rank 0's also still reach the launcher's output (the run's console or
     workflow log) through one `tee` per stream: separate processes, so a crash loses nothing,
-    in their own session, so a stop signal to the job leaves them copying the rank's last words;
-    they end when the rank closes its end."""
+    in their own session and ignoring stop signals, so a stop signal to the job (or to every
+    process of a SLURM step) leaves them copying the rank's last words; they end when the rank
+    closes its end."""
     import sys
     folder = os.environ.get(RANK_LOG_DIR)
     if not folder:
@@ -180,7 +181,10 @@ def tee_rank_output() -> None:
     if os.isatty(2):   # a progress bar draws on the terminal itself, never into the log
         _terminal.append(os.dup(2))
     for fd in (1, 2):
-        tee = subprocess.Popen(["tee", "-a", str(path)], stdin=subprocess.PIPE, stdout=fd, start_new_session=True)
+        # stop signals ignored (inherited through exec): SLURM signals every process of a cancelled
+        # step, and a tee that died first would turn the rank's checkpoint message into a BrokenPipeError
+        tee = subprocess.Popen(["sh", "-c", "trap '' TERM INT HUP USR1; exec tee -a \"$0\"", str(path)],
+                               stdin=subprocess.PIPE, stdout=fd, start_new_session=True)
         os.dup2(tee.stdin.fileno(), fd)
         tee.stdin.close()
         _tees.append(tee)
