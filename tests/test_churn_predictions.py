@@ -18,7 +18,7 @@ CTR = {"name": "ctr", "workload": {"name": "ctr", "train_size": 2000, "val_size"
        "optimizer": {"name": "adagrad", "lr": 0.03, "weight_decay": 0.0},
        "parallel": {"world_size": 1}, "train": {"steps": 4, "batch_per_rank": 32, "eval_every": 4, "eval_batch": 500,
                                                 "save_model": True},
-       "launch": {"launcher": "torchrun", "threads_per_rank": 1}}
+       "launch": {"launcher": "warm", "threads_per_rank": 1}}   # the session's warm server (conftest)
 
 
 def test_paper_table_imports_no_model_code():

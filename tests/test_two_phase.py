@@ -50,7 +50,7 @@ def test_missing_teacher_files_fail_clearly(tmp_path):
     cfg = config.validate({"name": "s", "workload": {"name": "cifar", "train_size": 64, "val_size": 32, "width": 4},
                            "algorithm": {"name": "distill", "teacher_run": "000000000000"},
                            "train": {"steps": 2, "batch_per_rank": 8, "eval_every": 2},
-                           "launch": {"launcher": "torchrun", "threads_per_rank": 1}}, "t")
+                           "launch": {"launcher": "warm", "threads_per_rank": 1}}, "t")
     assert launch.run(cfg, tmp_path / "runs" / "s") != 0
     log = "".join(p.read_text() for p in (tmp_path / "runs" / "s" / ".ranks").glob("*.json"))
     assert "000000000000" in log and "does not exist" in log
