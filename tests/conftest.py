@@ -33,15 +33,11 @@ def session_warm_servers(tmp_path_factory):
     """One runtime folder for the session's warm servers (every `codist run` of the tests, in this
     process or a child, finds them there); they are killed at the end."""
     folder = tmp_path_factory.mktemp("xdg")
-    before = os.environ.get("XDG_RUNTIME_DIR")
-    os.environ["XDG_RUNTIME_DIR"] = str(folder)
-    yield
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_RUNTIME_DIR", str(folder))
+        yield
     from codist.warm_client import stop_servers
     stop_servers(folder, signal.SIGKILL)
-    if before is None:
-        os.environ.pop("XDG_RUNTIME_DIR", None)
-    else:
-        os.environ["XDG_RUNTIME_DIR"] = before
 
 
 @pytest.fixture

@@ -279,10 +279,8 @@ def _hook_verify_params() -> None:
         return
 
     def wrapped(process_group, params, logger=None):
-        before = _sequence_number(_process_group(process_group))
-        out = original(process_group, params, logger)
-        after = _sequence_number(_process_group(process_group))
-        for _ in range((after - before) if before is not None else 0):
+        out, ran = _numbered(process_group, lambda: original(process_group, params, logger))
+        for _ in range(ran or 0):
             _count("barrier", 0, process_group, None, None)   # a 0-byte call
         return out
     wrapped._codist_metered = True
@@ -300,22 +298,25 @@ def _hook_broadcast_coalesced() -> None:
     def wrapped(group, tensors, buffer_size, src=0):
         # it runs one broadcast per bucket of one dtype (BatchNorm: float statistics, an int64
         # counter), each numbered by the group: take that count from the group itself
-        before = _sequence_number(_process_group(group))
-        out = original(group, tensors, buffer_size, src)
-        collectives = max(1, _sequence_number(_process_group(group)) - before) if before is not None else 1
+        out, ran = _numbered(group, lambda: original(group, tensors, buffer_size, src))
         _count("broadcast", sum(tensor_bytes(t) for t in tensors), group, dist.get_global_rank(group, src), None,
-               collectives)
+               max(1, ran or 1))
         return out
     wrapped._codist_metered = True
     dist._broadcast_coalesced = wrapped
 
 
-def _sequence_number(group) -> int | None:
-    """The group's count of collectives it ran (gloo groups; None where it has none)."""
-    try:
-        return group._get_sequence_number_for_group()
-    except (AttributeError, RuntimeError):
-        return None
+def _numbered(group, call):
+    """(call()'s result, how many collectives `group` ran for it), counted by the group itself;
+    None for the count where the group does not number its collectives (gloo groups do)."""
+    def number():
+        try:
+            return _process_group(group)._get_sequence_number_for_group()
+        except (AttributeError, RuntimeError):
+            return None
+    before = number()
+    out = call()
+    return out, None if before is None else number() - before
 
 
 def _refuse_unmetered_deepspeed_cache() -> None:
