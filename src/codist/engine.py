@@ -56,6 +56,7 @@ def build_engine(cfg: RunConfig, topo: Topology, model: torch.nn.Module):
         engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler,
                                                config=deepspeed_config(cfg), mpu=topo.mpu())
     if topo.ranks_per_model == 1:
+        # (runs step one-rank groups without an engine, updates.LocalUpdate; a plugin may still build one)
         # a one-rank model group has nothing to all-reduce, but the engine would still flatten,
         # "reduce" over one rank and copy back every gradient (~3% of a small model's step);
         # skipping it leaves the gradients bit-identical (no averaging factor at one rank)

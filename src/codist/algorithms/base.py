@@ -22,7 +22,7 @@ from ..distributed import Topology
 from ..precision import autocast
 from ..workloads.base import Workload
 from .registry import spec
-from .updates import EngineUpdate
+from .updates import EngineUpdate, LocalUpdate
 
 
 @dataclass
@@ -55,7 +55,10 @@ class Algorithm:
         self.model, self.optimizer, self.scheduler = self.update.model, self.update.optimizer, self.update.scheduler
 
     def build_update(self, model: nn.Module):
-        """The update mechanics (`updates`): a DeepSpeed engine over this model's group."""
+        """The update mechanics (`updates`): a DeepSpeed engine over this model's group; a group of
+        one rank, with nothing to all-reduce, steps its optimizer itself (same numbers, no engine)."""
+        if self.topo.ranks_per_model == 1:
+            return LocalUpdate(self.cfg, model)
         return EngineUpdate(self.cfg, self.topo, model)
 
     def model_seed(self) -> int:

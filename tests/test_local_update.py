@@ -1,0 +1,50 @@
+"""A model group of one rank updates without a DeepSpeed engine (`updates.LocalUpdate`, issue 12):
+the same numbers as the engine's update, bit for bit, for every precision and with clipping (a
+real engine and the local update in one real one-rank gloo world: tests/update_parity_rank.py),
+and the runs that use it."""
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from codist import config, launch
+from conftest import TINY, deep_update
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+RANK_SCRIPT = Path(__file__).with_name("update_parity_rank.py")
+CASES = {   # name -> overrides of TINY: every optimizer family, clipping, the mixed precisions
+    "sgd cosine": {},
+    "sgd clipped": {"optimizer": {"grad_clip": 0.05}},
+    "adam clipped": {"optimizer": {"name": "adam", "lr": 0.003, "grad_clip": 0.5}},
+    "bf16": {"train": {"precision": "bf16"}},
+    "fp16 clipped": {"train": {"precision": "fp16"}, "optimizer": {"grad_clip": 0.05}},
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_local_update_is_the_engine_update_bit_for_bit(case, tmp_path):
+    raw = deep_update(TINY, CASES[case])
+    path = tmp_path / "config.yaml"
+    path.write_text(json.dumps(config.to_dict(config.validate(raw))))
+    env = launch.launch_env(config.load(path), "cpu", threads=1)
+    env.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    proc = subprocess.run([sys.executable, str(RANK_SCRIPT), str(path), "12"], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert r["first_loss_changed"] and r["tensors"] > 10   # it trained, and the state was compared
+    assert r["losses_equal"], r["losses"]
+    assert r["differ"] == [] and r["lr_equal"]
+    assert r["run_updates_with"] == "LocalUpdate"   # what a one-rank run of this config uses
+    if "fp16" in case:
+        assert r["scale"][0] == r["scale"][1]
