@@ -167,7 +167,8 @@ def test_config_errors_name_the_key():
 SMALL = dict(train_size=600, val_size=200)
 
 
-def test_embedded_is_deterministic_in_data_seed_only():
+def test_embedded_is_deterministic_in_data_seed_only(monkeypatch):
+    monkeypatch.setenv("CODIST_CACHE_DIR", "off")   # really generate each time
     a, b = E.generate(data_seed=3, **SMALL), E.generate(data_seed=3, **SMALL)
     c = E.generate(data_seed=4, **SMALL)
     assert torch.equal(a.train_x, b.train_x) and torch.equal(a.train_y, b.train_y)
@@ -185,9 +186,10 @@ def test_embedded_is_deterministic_in_data_seed_only():
     assert x.shape == (3, 16, 16) and x.dtype == torch.float32 and y.dtype == torch.int64
 
 
-def test_embedded_labels_balanced_and_noisy_as_configured():
+def test_embedded_labels_balanced_and_noisy_as_configured(monkeypatch):
+    monkeypatch.setenv("CODIST_CACHE_DIR", "off")   # time the generation, not a load
     data = E.generate()  # the defaults: 4000 + 1000 images, 10 classes, label_noise 0.1
-    assert data.generation_s < 2.0
+    assert data.generation_s < 2.0 and not data.cached
     assert data.train_x.shape == (4000, 3, 16, 16) and data.val_x.shape == (1000, 3, 16, 16)
     assert torch.bincount(data.train_clean_y, minlength=10).tolist() == [400] * 10
     counts = torch.bincount(data.train_y, minlength=10)

@@ -154,8 +154,9 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-def test_embedded_deterministic_in_data_seed():
-    gen = C.generate_embedded.__wrapped__          # bypass the cache: really generate twice
+def test_embedded_deterministic_in_data_seed(monkeypatch):
+    monkeypatch.setenv("CODIST_CACHE_DIR", "off")  # bypass the on-disk cache ...
+    gen = C.generate_embedded.__wrapped__          # ... and the in-process one: really generate twice
     a, b = gen(2_000, 500, 100, 0), gen(2_000, 500, 100, 0)
     for f in ("train_inputs", "train_labels", "train_p", "val_inputs", "val_labels", "val_p"):
         assert torch.equal(getattr(a, f), getattr(b, f)), f

@@ -9,7 +9,6 @@ describes (13 dense values, then 26 bucket ids as floats), exactly as the Criteo
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -17,6 +16,7 @@ import numpy as np
 import torch
 from torch.utils.data import TensorDataset
 
+from . import ctr_config, generated_cache
 from .ctr_config import CATEGORICAL_FEATURES, DENSE_FEATURES, CtrConfig
 
 # Generator constants. They define the task (changing one changes every data set and the
@@ -45,7 +45,8 @@ class EmbeddedCtr:
     val_inputs: torch.Tensor
     val_labels: torch.Tensor
     val_p: torch.Tensor
-    generation_s: float
+    generation_s: float           # spent obtaining them: generating, or loading when `cached`
+    cached: bool                  # loaded from the on-disk cache (`generated_cache`)
 
     @property
     def bayes_log_loss(self) -> float:
@@ -155,12 +156,22 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-z))
 
 
-def _split(model: _TrueModel, n: int, rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _split(model: _TrueModel, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     dense, ids = model.features(n, rng)
     p = model.probability(dense, ids)
     labels = (rng.random(n) < p).astype(np.int64)
     inputs = np.concatenate([dense, ids], axis=1).astype(np.float32)
-    return torch.from_numpy(inputs), torch.from_numpy(labels), torch.from_numpy(p)
+    return inputs, labels, p
+
+
+def _arrays(train_size: int, val_size: int, categories: int, data_seed: int) -> dict[str, np.ndarray]:
+    """EmbeddedCtr's tensors, as numpy arrays (what the cache stores)."""
+    model = _TrueModel(categories, np.random.default_rng([data_seed, 0]))
+    splits = {}
+    for name, size, stream in (("train", train_size, 1), ("val", val_size, 2)):
+        inputs, labels, p = _split(model, size, np.random.default_rng([data_seed, stream]))
+        splits.update({f"{name}_inputs": inputs, f"{name}_labels": labels, f"{name}_p": p})
+    return splits
 
 
 @lru_cache(maxsize=4)
@@ -169,14 +180,15 @@ def generate_embedded(train_size: int, val_size: int, categories: int, data_seed
 
     The true model, the training split and the validation split draw from separate streams
     of `data_seed`, so changing one split's size leaves the model and the other split
-    unchanged. Cached (the result is read-only by convention): a workload, its `describe()`
-    and the analysis's churn computation share one generation.
+    unchanged. Cached in-process (the result is read-only by convention: a workload, its
+    `describe()` and `ctr.bayes_log_loss` share one), and on disk across runs (`generated_cache`;
+    the feature counts of ctr_config.py shape the data too).
     """
-    start = time.perf_counter()
-    model = _TrueModel(categories, np.random.default_rng([data_seed, 0]))
-    tx, ty, tp = _split(model, train_size, np.random.default_rng([data_seed, 1]))
-    vx, vy, vp = _split(model, val_size, np.random.default_rng([data_seed, 2]))
-    return EmbeddedCtr(tx, ty, tp, vx, vy, vp, time.perf_counter() - start)
+    knobs = dict(train_size=train_size, val_size=val_size, categories=categories, data_seed=data_seed)
+    got = generated_cache.cached("ctr_embedded", knobs, lambda: _arrays(**knobs),
+                                 extra_sources=[ctr_config.__file__])
+    return EmbeddedCtr(**{name: torch.from_numpy(a) for name, a in got.arrays.items()},
+                       generation_s=got.seconds, cached=got.loaded)
 
 
 def embedded_data(cfg: CtrConfig) -> EmbeddedCtr:
@@ -221,4 +233,4 @@ class EmbeddedCtrSource:
     def facts(self) -> dict:
         d = self.generated
         return {"bayes_log_loss": d.bayes_log_loss, "base_rate_log_loss": d.base_rate_log_loss,
-                "data_generation_s": round(d.generation_s, 4)}
+                "data_generation_s": round(d.generation_s, 4), "data_cached": d.cached}

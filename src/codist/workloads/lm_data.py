@@ -44,6 +44,7 @@ import numpy as np
 import torch
 
 from ..runlog import file_lock
+from . import generated_cache
 from .lm_config import BYTES_VOCAB_SIZE, TEXT_LAYOUT, TEXT_SHARD_PATTERNS, LmConfig
 
 # Leading entries of the seed tuples: one per use of randomness.
@@ -205,14 +206,24 @@ class EmbeddedData:
     def __init__(self, cfg: LmConfig):
         self.cfg = cfg
         self.lang = HmmLanguage(cfg.vocab, cfg.states, cfg.zipf, cfg.transition_alpha, cfg.data_seed)
-        n = cfg.val_tokens // cfg.val_seq_len
-        seqs = np.stack([self.lang.sample(_seed(_VAL, cfg.data_seed, i), cfg.val_seq_len + 1) for i in range(n)])
-        self.val_seqs = seqs
-        self.bayes_val_loss = float(self.lang.nll(seqs).mean())
         self.unigram_entropy = self.lang.unigram_entropy()
+        knobs = {k: getattr(cfg, k) for k in ("vocab", "states", "zipf", "transition_alpha", "data_seed",
+                                              "val_tokens", "val_seq_len", "doc_len")}
+        # The language is cheap to build and the training stream needs it; the samples are the cost.
+        self.generated = generated_cache.cached("lm_embedded", knobs, self._samples)
+        self.val_seqs = self.generated.arrays["val_seqs"]
+        self.count_sample = self.generated.arrays["count_sample"]
+        self.bayes_val_loss = float(self.generated.arrays["bayes_val_loss"])
+
+    def _samples(self) -> dict[str, np.ndarray]:
+        """The validation sequences, their Bayes-optimal loss and the count sample (cached arrays)."""
+        cfg, lang = self.cfg, self.lang
+        n = cfg.val_tokens // cfg.val_seq_len
+        seqs = np.stack([lang.sample(_seed(_VAL, cfg.data_seed, i), cfg.val_seq_len + 1) for i in range(n)])
         docs = -(-COUNT_SAMPLE_TOKENS // cfg.doc_len)
-        self.count_sample = np.concatenate([self.lang.sample(_seed(_COUNTS, cfg.data_seed, i), cfg.doc_len)
-                                            for i in range(docs)])[:COUNT_SAMPLE_TOKENS]
+        counts = np.concatenate([lang.sample(_seed(_COUNTS, cfg.data_seed, i), cfg.doc_len)
+                                 for i in range(docs)])[:COUNT_SAMPLE_TOKENS]
+        return {"val_seqs": seqs, "bayes_val_loss": np.float64(lang.nll(seqs).mean()), "count_sample": counts}
 
     @property
     def vocab_size(self) -> int:
@@ -235,7 +246,8 @@ class EmbeddedData:
     def facts(self) -> dict:
         return {"train_size": None, "bayes_val_loss": round(self.bayes_val_loss, 6),
                 "unigram_entropy": round(self.unigram_entropy, 6), "hmm_states": self.cfg.states,
-                "zipf": self.cfg.zipf}
+                "zipf": self.cfg.zipf, "data_generation_s": round(self.generated.seconds, 4),
+                "data_cached": self.generated.loaded}
 
     def val_tensors(self) -> tuple[torch.Tensor, torch.Tensor]:
         t = torch.from_numpy(self.val_seqs)
