@@ -10,7 +10,9 @@ one timed `snakemake` call. Training and analysis interleave (a figure is drawn 
 runs are done), so the split is: phase 1 = start to the last run's summary.json, phase 2 (the
 analysis left after it) = the rest. (A separate `--until train` phase trips Snakemake's issue
 #823 on the teacher -> student edge of two-phase distillation.) `snakemake -n` on the same empty
-folder times Snakemake's own start-up (inside phase 1).
+folder times Snakemake's own start-up (inside phase 1). As on a fresh machine, the runs get a
+private, empty data cache (`CODIST_CACHE_DIR`: each embedded data set is generated once, by its
+first run) and a private warm-server folder (`XDG_RUNTIME_DIR`: the first run starts the server).
 
 `--summarize DIR --wall-s S` splits a replication that already ran into DIR (e.g. `make
 replicate`, timed with /usr/bin/time) without running it again: phase 1 then is S less the
@@ -43,6 +45,7 @@ from pathlib import Path
 import pandas as pd
 
 import benchlib
+from codist.warm_client import stop_servers
 
 
 def snakemake(args: list[str], cores: int, results: Path, log: Path) -> float:
@@ -99,9 +102,17 @@ def main() -> None:
             raise SystemExit(f"{tmp / 'embedded'} exists: the replication must start from nothing")
         tmp.mkdir(parents=True, exist_ok=True)
         log = Path(tempfile.gettempdir()) / f"replication_walltime_{os.getpid()}.log"
+        fresh = Path(tempfile.mkdtemp(prefix="codist-replication-machine-"))
+        for var, sub in (("CODIST_CACHE_DIR", "cache"), ("XDG_RUNTIME_DIR", "runtime")):
+            (fresh / sub).mkdir(mode=0o700)
+            os.environ[var] = str(fresh / sub)   # inherited by snakemake and every codist run
         startup = snakemake(["-n", "--quiet"], args.cores, tmp, log)
         t_start = time.time()
-        measured = snakemake([], args.cores, tmp, log)
+        try:
+            measured = snakemake([], args.cores, tmp, log)
+        finally:
+            stop_servers(fresh / "runtime")
+            shutil.rmtree(fresh, ignore_errors=True)
         last_run = max(p.stat().st_mtime for p in (tmp / "embedded" / "runs").glob("*/summary.json"))
         train, analysis = last_run - t_start, measured - (last_run - t_start)
 
