@@ -13,7 +13,7 @@ import pytest
 from conftest import TINY, deep_update, gone, launch_run, read_rows, read_summary, wait_for_checkpoint
 from conftest import start_cli_run as start
 
-from codist import config, launch
+from codist import config, launch, rank_env
 from codist.config import ConfigError
 from codist.launch import build_command, check_fits
 
@@ -116,10 +116,10 @@ def test_a_dead_forked_rank_stops_the_others_and_is_named(tmp_path):
 def test_auto_device_is_cpu_without_a_gpu_driver(monkeypatch):
     """`codist run` does not import torch (~2 s) to learn that a machine without a GPU driver is CPU."""
     cfg = config.validate({})
-    monkeypatch.setattr(launch, "GPU_DRIVER_NODES", ("/nonexistent/nvidiactl",))
+    monkeypatch.setattr(rank_env, "GPU_DRIVER_NODES", ("/nonexistent/nvidiactl",))
     assert launch.resolve_device(cfg) == "cpu"
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-    monkeypatch.setattr(launch, "GPU_DRIVER_NODES", ("/",))      # a driver, but no device visible
+    monkeypatch.setattr(rank_env, "GPU_DRIVER_NODES", ("/",))      # a driver, but no device visible
     assert launch.resolve_device(cfg) == "cpu"
 
 

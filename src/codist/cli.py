@@ -4,18 +4,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-import yaml
 
-from . import config as config_mod
-from .config import ConfigError
-from .data_root import with_data_root
-
-
-def main(argv=None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["data"]:   # `codist data check WORKLOAD DIR`: its own parser (codist.datacheck)
-        from .datacheck import main as data_main
-        return data_main(argv[1:])
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="codist", description="codist: distributed training with distillation "
                                 "(also: codist data check WORKLOAD DATA_DIR)")
     sub = p.add_subparsers(dest="command", required=True)
@@ -31,7 +21,29 @@ def main(argv=None) -> int:
             s.add_argument("--fresh", action="store_true",
                            help="train from step 0 even if --out holds this run finished or part-done, "
                                 "removing what it holds (another run's files too)")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv=None, launched_unix: float | None = None) -> int:
+    """`launched_unix`: when `codist run` started (default: this process's start; a warm server's
+    supervisor passes its client's)."""
+    from .owner import process_start_unix
+    launched_unix = launched_unix or process_start_unix()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["data"]:   # `codist data check WORKLOAD DIR`: its own parser (codist.datacheck)
+        from .datacheck import main as data_main
+        return data_main(argv[1:])
+    args = parser().parse_args(argv)
+    if args.command == "run":   # a warm run: all of it in the warm server, which has the imports below
+        from .warm_cli import run_in_warm_server
+        code = run_in_warm_server(args, argv, launched_unix)
+        if code is not None:
+            return code
+    import yaml
+
+    from . import config as config_mod
+    from .config import ConfigError
+    from .data_root import with_data_root
     try:
         # made absolute here, so ranks started elsewhere read the same folder
         cfg = with_data_root(config_mod.load(args.config, args.overrides), args.data_root)
@@ -48,8 +60,8 @@ def main(argv=None) -> int:
             print(f"# run id: {cfg.run_id()}  world size: {cfg.parallel.world_size}  valid\n"
                   f"# fits this machine: {fits}")
             return 0
-        from .launch import process_start_unix, run
-        return run(cfg, args.out or f"runs/{cfg.run_id()}", launched_unix=process_start_unix(), fresh=args.fresh)
+        from .launch import run
+        return run(cfg, args.out or f"runs/{cfg.run_id()}", launched_unix=launched_unix, fresh=args.fresh)
     except ConfigError as e:
         print(f"codist: {e}", file=sys.stderr)
         return 2

@@ -270,6 +270,58 @@ def main(argv=None, owner=None) -> int:
     return 0
 
 
+class ForkedRun:
+    """`main(argv, owner)` in a forked child with environment `env` and its own process group (a
+    killpg reaches it and its ranks, not the caller): `codist run` inside a warm server's
+    supervisor (codist.warm_cli) starts its ranks this way, with the calls `codist.launch` makes on
+    a Popen: `pid`, `wait`, `send_signal`, `returncode` (-N for a child killed by signal N)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], owner=None):
+        self.returncode: int | None = None
+        flush_std()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                os.setpgid(0, 0)
+                os.environ.clear()
+                os.environ.update(env)
+                code = main(argv, owner=owner)
+            except BaseException:
+                import traceback
+                traceback.print_exc()
+            flush_std()
+            os._exit(code)
+        self.pid = pid
+        try:   # from this side too, so that a killpg right after this returns finds the group
+            os.setpgid(pid, pid)
+        except OSError:   # the child did it already, or has exited
+            pass
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                import subprocess
+                raise subprocess.TimeoutExpired(["codist.fork_launcher", str(self.pid)], timeout)
+            time.sleep(0.01)
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+
 def flush_std() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -25,20 +25,21 @@ from .config import ConfigError, RunConfig, dump
 from .cluster import (FORKING_LAUNCHERS, expand_nodelist, hostnames, in_allocation, job_resources,  # noqa: F401
                       nodes_needed, ranks_by_srun, srun_command)   # (expand_nodelist, nodes_needed: re-exported)
 from .inputs import check_inputs
-from .owner import owner_env, start_ticks
+from .owner import owner_env, process_start_unix  # noqa: F401  (codist run's start)
+from . import warm_server
+from .fork_launcher import ForkedRun
+from .rank_env import no_gpu_possible, rank_env
 from .rundir import RunDir
 from .runlog import RANK_LOG_DIR
 
 
 # a GPU torch can use needs one of these kernel-driver nodes (NVIDIA; AMD ROCm; WSL2)
-GPU_DRIVER_NODES = ("/dev/nvidiactl", "/dev/nvidia0", "/proc/driver/nvidia", "/dev/kfd", "/dev/dxg")
 
 
 def resolve_device(cfg: RunConfig) -> str:
     if cfg.launch.device != "auto":
         return cfg.launch.device
-    if sys.platform.startswith("linux") and (os.environ.get("CUDA_VISIBLE_DEVICES") in ("", "-1") or
-                                             not any(os.path.exists(p) for p in GPU_DRIVER_NODES)):
+    if no_gpu_possible():
         return "cpu"   # no GPU can be visible: skip importing torch here (~2 s of every run's start-up)
     import torch
     return "cuda" if torch.cuda.is_available() else "cpu"
@@ -130,15 +131,6 @@ def build_command(cfg: RunConfig, config_path: Path, out: Path, port: int,
             "--master_port", str(port), "-m", *entry]
 
 
-def process_start_unix() -> float:
-    """When this process (`codist run`) started, so that a run's `setup_s` counts its
-    interpreter start and imports too (Linux: /proc; elsewhere: now)."""
-    ticks = start_ticks()
-    if ticks is None or not hasattr(time, "CLOCK_BOOTTIME"):
-        return time.time()
-    return time.time() - (time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK"))
-
-
 def single_rank_env(port: int) -> dict[str, str]:
     """The env:// rendezvous of a one-rank world, as torchrun sets it on one node."""
     return {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1", "GROUP_RANK": "0",
@@ -146,23 +138,12 @@ def single_rank_env(port: int) -> dict[str, str]:
 
 
 def launch_env(cfg: RunConfig, device: str, threads: int, launched_unix: float | None = None) -> dict[str, str]:
-    env = dict(os.environ)
+    env = rank_env(os.environ, threads, device)
     env.update({
-        "OMP_NUM_THREADS": str(threads),
-        "CODIST_THREADS_PER_RANK": str(threads),
         "CODIST_LAUNCHER": cfg.launch.launcher,
         "CODIST_LAUNCH_UNIX": repr(launched_unix or time.time()),
     })
     env.update(owner_env())   # a rank whose `codist run` is gone stops (codist.owner)
-    if device == "cpu":
-        env["DS_ACCELERATOR"] = "cpu"
-        env["CUDA_VISIBLE_DEVICES"] = ""
-    # the ranks use this environment's tools (e.g. its ninja to build DeepSpeed ops: two ninja
-    # versions alternating over one build directory rebuild it every time)
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    # the per-rank processes must import this very package, installed or not
-    src = str(Path(__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join([src, env["PYTHONPATH"]]) if env.get("PYTHONPATH") else src
     return env
 
 
@@ -246,6 +227,10 @@ def run(cfg: RunConfig, out: str | os.PathLike, launched_unix: float | None = No
     device = resolve_device(cfg)
     check_fits(cfg, device)
     check_inputs(cfg)
+    if cfg.launch.launcher == "warm" and warm_server.supervised is not None:
+        from .warm_client import server_key
+        if server_key(rank_env(os.environ, threads_per_rank(cfg), device)) != warm_server.supervised.key:
+            return warm_server.RETRY_COLD   # imported under another environment: codist run launches itself
     out = Path(out).resolve()
     rundir = RunDir(out)
     try:
@@ -310,10 +295,12 @@ def _launch(cfg: RunConfig, out: Path, device: str, launched_unix: float | None)
     env[RANK_LOG_DIR] = str(out / "logs")   # each rank's output in RUN/logs/rank<N>.log (rank 0's here too)
     if cmd[1:3] == ["-m", "codist.train"]:
         env.update(single_rank_env(port))
-    if cfg.launch.launcher == "warm":   # the warm server forks the fork launcher's work for us
+    if cfg.launch.launcher == "warm" and warm_server.supervised is not None:   # `codist run` in the server
+        proc = ForkedRun(cmd[3:], env, owner=warm_server.supervised.conn)
+    elif cfg.launch.launcher == "warm":   # the warm server forks the fork launcher's work for us
         from .warm_client import WarmRun
         try:
-            proc = WarmRun(cmd[3:], env)
+            proc = WarmRun({"argv": cmd[3:], "env": env}, env)
         except (RuntimeError, OSError) as e:
             print(f"codist: {out.name}: cannot start the run on a warm server: {e}", file=sys.stderr)
             return 1

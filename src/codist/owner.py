@@ -6,6 +6,7 @@ reused pid is not mistaken for the owner."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 ENV = "CODIST_OWNER"   # "<pid>:<start time in clock ticks since boot>"
@@ -22,10 +23,30 @@ def start_ticks(pid: int | str = "self") -> int | None:
     return int(fields[19])
 
 
-def owner_env() -> dict[str, str]:
-    """The environment entry that names this process as the run's owner (Linux; none elsewhere)."""
+def process_start_unix() -> float:
+    """When this process (`codist run`) started, so that a run's `setup_s` counts its
+    interpreter start and imports too (Linux: /proc; elsewhere: now)."""
     ticks = start_ticks()
-    return {ENV: f"{os.getpid()}:{ticks}"} if ticks is not None else {}
+    if ticks is None or not hasattr(time, "CLOCK_BOOTTIME"):
+        return time.time()
+    return time.time() - (time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK"))
+
+
+#: the `codist run` this process acts for, when not itself: a warm server's supervisor runs its
+#: client's command (codist.warm_cli) and sets it, so the ranks and the directory lock name the client
+client_pid: int | None = None
+
+
+def command_pid() -> int:
+    """The pid of the `codist run` that owns what this process starts."""
+    return client_pid or os.getpid()
+
+
+def owner_env() -> dict[str, str]:
+    """The environment entry that names the run's owner, `command_pid()` (Linux; none elsewhere)."""
+    pid = command_pid()
+    ticks = start_ticks(pid)
+    return {ENV: f"{pid}:{ticks}"} if ticks is not None else {}
 
 
 def owner_gone() -> bool:

@@ -21,6 +21,7 @@ import shutil
 from pathlib import Path
 
 from .config import ConfigError
+from .owner import command_pid
 
 LOCK = ".codist.lock"
 # what a run writes into its directory (beside these: the workflow's log lives elsewhere)
@@ -50,7 +51,7 @@ class RunDir:
                               f"or use another --out") from None
         self.lock.seek(0)
         self.lock.truncate()
-        self.lock.write(f"{os.getpid()}\n")
+        self.lock.write(f"{command_pid()}\n")   # the codist run a user sees (a warm supervisor's client)
         self.lock.flush()
 
     def recorded_ids(self) -> dict[str, str]:

@@ -91,11 +91,13 @@ class WarmRun:
     `pid` (the run's supervisor, leader of the run's own session: a killpg reaches its ranks),
     `wait`, `send_signal`, `returncode`."""
 
-    def __init__(self, argv: list[str], env: dict[str, str]):
+    def __init__(self, request: dict, key_env: dict[str, str]):
+        """`request`: {"argv": the fork launcher's arguments, "env": the ranks' environment}, or
+        {"cli": `codist run`'s arguments, "env", "config", "launched_unix"} (codist.warm_cli);
+        `key_env`: the environment whose import-time part picks the server."""
         self.returncode: int | None = None
-        self.sock = connect(env)
-        send_message(self.sock, {"argv": argv, "env": env, "cwd": os.getcwd()},
-                     fds=[sys.stdout.fileno(), sys.stderr.fileno()])
+        self.sock = connect(key_env)
+        send_message(self.sock, {**request, "cwd": os.getcwd()}, fds=[sys.stdout.fileno(), sys.stderr.fileno()])
         self.reader = MessageReader(self.sock)
         reply = self.reader.read()
         if reply is None or "pid" not in reply:

@@ -35,11 +35,24 @@ import struct
 import sys
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import fork_launcher
 
 HEADER = struct.Struct("!I")   # length of the JSON message that follows
+RETRY_COLD = 75                # `codist run` in a supervisor: this server's imports do not fit; run it yourself
+
+
+@dataclass(frozen=True)
+class Supervised:
+    """Set in a supervisor that runs `codist run` itself (a "cli" request): the client's connection
+    and this server's key (codist.launch starts the ranks in-process, or answers RETRY_COLD)."""
+    conn: socket.socket
+    key: str
+
+
+supervised: Supervised | None = None
 MAX_FDS = 2                    # the client's stdout and stderr
 REQUEST_TIMEOUT_S = 10.0       # a client that connects must send its request within this
 
@@ -90,7 +103,8 @@ class Server:
 
     def supervise(self, conn: socket.socket, request: dict, fds: list[int]) -> None:
         """In the forked supervisor: become the run's session, take the client's output,
-        environment and cwd, start the ranks; never returns."""
+        environment and cwd, start the ranks (or run the client's `codist run` itself, which
+        starts them: codist.warm_cli); never returns."""
         code = 1
         try:
             signal.set_wakeup_fd(-1)
@@ -108,7 +122,14 @@ class Server:
             os.environ.clear()
             os.environ.update(request["env"])
             os.chdir(request["cwd"])
-            code = fork_launcher.main(request["argv"], owner=conn)
+            if "cli" in request:   # `codist run` itself, with the imports it would pay for at start-up
+                from . import cli, owner
+                from . import warm_server as importable   # not __main__: the module codist.launch reads
+                importable.supervised = importable.Supervised(conn, self.path.stem)
+                owner.client_pid = request["pid"]   # the ranks' owner and the lock's holder: the client
+                code = cli.main(request["cli"], launched_unix=request["launched_unix"])
+            else:
+                code = fork_launcher.main(request["argv"], owner=conn)
         except BaseException:
             traceback.print_exc()
         fork_launcher.flush_std()
@@ -130,7 +151,9 @@ class Server:
             return
         conn.settimeout(None)
         try:   # what the run's ranks import (its workload, fairseq for translation): cached for the next runs
-            fork_launcher.preload(fork_launcher.parse_args(request["argv"]).train_args)
+            train_args = (["--config", request["config"], "--out", request["cwd"]] if "cli" in request
+                          else fork_launcher.parse_args(request["argv"]).train_args)
+            fork_launcher.preload(train_args)
         except BaseException:
             traceback.print_exc()   # the run reports its own error
         sys.stdout.flush()
