@@ -54,14 +54,15 @@ def test_a_warm_codist_run_runs_in_the_server_with_the_rows_of_the_ordinary_path
 
 def test_a_server_whose_imports_do_not_fit_answers_retry_and_runs_nothing(tmp_path):
     """The client guessed the server from the raw YAML; the supervisor checks the guess against the
-    validated config (here a server keyed for 3 threads, the config asks 1) before it touches the run."""
+    validated config (here the session's server, keyed for 1 thread per rank; the config asks 2)
+    before it touches the run."""
     path = tmp_path / "run.yaml"
-    path.write_text(yaml.safe_dump(TINY))
+    path.write_text(yaml.safe_dump(deep_update(TINY, {"launch": {"threads_per_rank": 2}})))
     out = tmp_path / "out"
     argv = ["run", str(path), "--out", str(out)]
     request = {"cli": argv, "env": dict(os.environ), "config": str(path), "launched_unix": time.time(),
                "pid": os.getpid()}
-    assert WarmRun(request, rank_env(os.environ, 3, "cpu")).wait(timeout=120) == RETRY_COLD
+    assert WarmRun(request, rank_env(os.environ, 1, "cpu")).wait(timeout=120) == RETRY_COLD
     assert not (out / "config.yaml").exists() and not (out / "summary.json").exists()
 
 

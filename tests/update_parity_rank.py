@@ -1,8 +1,8 @@
-"""One process, a one-rank gloo world (tests/test_local_update.py): the same model, batches and
-optimizer stepped through a DeepSpeed engine (`updates.EngineUpdate`) and without one
-(`updates.LocalUpdate`); prints, as JSON, which tensors differ after the updates.
+"""One process, a one-rank gloo world (tests/test_local_update.py): for each config, the same
+model, batches and optimizer stepped through a DeepSpeed engine (`updates.EngineUpdate`) and
+without one (`updates.LocalUpdate`); prints, as one JSON line per config, which tensors differ.
 
-    python tests/update_parity_rank.py CONFIG.yaml STEPS
+    python tests/update_parity_rank.py STEPS CONFIG.yaml [CONFIG.yaml ...]
 """
 import json
 import os
@@ -18,15 +18,13 @@ from codist.distributed import init
 from codist.precision import autocast
 from codist.workloads import build_workload
 
-cfg = config.load(sys.argv[1])
-steps = int(sys.argv[2])
+steps = int(sys.argv[1])
 torch.set_num_threads(1)
 topo = init(1, "gloo")
-workload = build_workload(cfg.workload, cfg.seed)
 device = torch.device("cpu")
 
 
-def train(update_class):
+def train(cfg, workload, update_class):
     torch.manual_seed(cfg.seed)
     model = workload.build_model()
     update = update_class(cfg, topo, model) if update_class is EngineUpdate else update_class(cfg, model)
@@ -45,19 +43,23 @@ def train(update_class):
     return losses, state, update.scheduler.get_last_lr(), update.scaler
 
 
-algorithm = build_algorithm(TrainContext(cfg, topo, CommMeter(0, topo.model_of()), workload, device))
-algorithm.setup()   # what a run of this config updates with
-engine_losses, engine_state, engine_lr, engine_scaler = train(EngineUpdate)
-local_losses, local_state, local_lr, local_scaler = train(LocalUpdate)
-print(json.dumps({
-    "losses_equal": engine_losses == local_losses,
-    "losses": [engine_losses[-1], local_losses[-1]],
-    "first_loss_changed": engine_losses[0] != engine_losses[-1],
-    "differ": sorted(k for k in engine_state if not torch.equal(engine_state[k], local_state.get(k))),
-    "tensors": len(engine_state),
-    "lr_equal": engine_lr == local_lr,
-    "scale": None if engine_scaler is None else [engine_scaler.get_scale(), local_scaler.get_scale()],
-    "world": int(os.environ["WORLD_SIZE"]),
-    "run_updates_with": type(algorithm.update).__name__,
-}))
+for path in sys.argv[2:]:
+    cfg = config.load(path)
+    workload = build_workload(cfg.workload, cfg.seed)
+    algorithm = build_algorithm(TrainContext(cfg, topo, CommMeter(0, topo.model_of()), workload, device))
+    algorithm.setup()   # what a run of this config updates with
+    engine_losses, engine_state, engine_lr, engine_scaler = train(cfg, workload, EngineUpdate)
+    local_losses, local_state, local_lr, local_scaler = train(cfg, workload, LocalUpdate)
+    print(json.dumps({
+        "config": path,
+        "losses_equal": engine_losses == local_losses,
+        "losses": [engine_losses[-1], local_losses[-1]],
+        "first_loss_changed": engine_losses[0] != engine_losses[-1],
+        "differ": sorted(k for k in engine_state if not torch.equal(engine_state[k], local_state.get(k))),
+        "tensors": len(engine_state),
+        "lr_equal": engine_lr == local_lr,
+        "scale": None if engine_scaler is None else [engine_scaler.get_scale(), local_scaler.get_scale()],
+        "world": int(os.environ["WORLD_SIZE"]),
+        "run_updates_with": type(algorithm.update).__name__,
+    }), flush=True)
 torch.distributed.destroy_process_group()
