@@ -237,12 +237,16 @@ def summarise(raw: pd.DataFrame) -> pd.DataFrame:
     by = {name: g.set_index("repeat") for name, g in raw.groupby("run")}
 
     def paired(num: str, den: str, col_n: str = "samples_per_s", col_d: str = "samples_per_s"):
+        if num not in by or den not in by:
+            return None
         r = (by[num][col_n] / by[den][col_d]).dropna()
         return r.median(), r.min(), r.max(), len(r)
 
     rows = []
 
     def add(kind, comparison, num, den, ratio, target, note, col_n="samples_per_s", col_d="samples_per_s"):
+        if ratio is None:   # a pair left out (--only)
+            return
         med, lo, hi, n = ratio
         rows.append({"kind": kind, "comparison": comparison, "ratio_median": med, "ratio_min": lo, "ratio_max": hi,
                      "repeats": n, "target": target,
@@ -256,13 +260,14 @@ def summarise(raw: pd.DataFrame) -> pd.DataFrame:
                                            ("ddp 2x64", "allreduce 2x64", "allreduce, 2 ranks"),
                                            ("deepspeed 2x64", "allreduce 2x64", "allreduce, 2 ranks, vs a DeepSpeed loop"),
                                            ("plain codistill 2x1x64", "codistill 2x1x64", "codistill, 2 models x 1 rank")):
-        m, lo, hi, n = paired(plain_name, codist_name)
+        def minus_one(ratio):
+            return None if ratio is None else (ratio[0] - 1, ratio[1] - 1, ratio[2] - 1, ratio[3])
         add("overhead", f"{label}: plain / codist - 1 (wall_s)", plain_name, codist_name,
-            (m - 1, lo - 1, hi - 1, n), OVERHEAD_TARGET, "codist throughput = samples / wall_s")
-        m, lo, hi, n = paired(plain_name, codist_name, col_d="loop_samples_per_s")
+            minus_one(paired(plain_name, codist_name)), OVERHEAD_TARGET, "codist throughput = samples / wall_s")
         add("loop_overhead", f"{label}: plain / codist - 1 (elapsed - setup - eval)", plain_name, codist_name,
-            (m - 1, lo - 1, hi - 1, n), OVERHEAD_TARGET, "also charges the stop-flag all-reduce, heartbeat, progress bar, "
-            "end-of-run counters", col_d="loop_samples_per_s")
+            minus_one(paired(plain_name, codist_name, col_d="loop_samples_per_s")), OVERHEAD_TARGET,
+            "also charges the stop-flag all-reduce, heartbeat, progress bar, end-of-run counters",
+            col_d="loop_samples_per_s")
     # step time ratio = throughput of the all-reduce run / throughput of the codistill run (per model)
     add("step_cost", "codistill 2x1 (64/model) / allreduce 1 rank x 64: step time", "allreduce 1x64",
         "codistill 2x1x64", paired("allreduce 1x64", "codistill 2x1x64"), 1.5,
@@ -290,6 +295,9 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--out", default="results/bench")
+    p.add_argument("--only", action="append", choices=list(CODIST), default=None,
+                   help="measure only the pairs of this codist run (repeatable), e.g. more repeats of one pair "
+                        "on a machine whose speed drifts; use another --out to keep the full table")
     p.add_argument("--worker", choices=["single", "ddp", "deepspeed", "codistill"], help=argparse.SUPPRESS)
     p.add_argument("--batch", type=int, default=64, help=argparse.SUPPRESS)
     p.add_argument("--result", help=argparse.SUPPRESS)
@@ -302,6 +310,8 @@ def main() -> None:
     for r in range(args.repeats):
         # plain and codist variants of each pair back to back; pairs in a fixed order
         for plain_names, codist_name in SCHEDULE:
+            if args.only and codist_name not in args.only:
+                continue
             for plain_name in plain_names:
                 kind, ranks, batch = PLAIN[plain_name]
                 load = benchlib.loadavg()

@@ -213,13 +213,14 @@ def save_checkpoint(run: Run, done: int) -> None:
     timers["checkpoints"] = timers.get("checkpoints", 0) + 1
 
 
-def train_loop(run: Run) -> int | None:
-    """The updates from run.start on, with evaluation, the stop-signal agreement and checkpoints
-    at their cadences. Returns an exit code when the run stops early (diverged, signalled)."""
+def train_loop(run: Run, until: int | None = None) -> int | None:
+    """The updates from run.start on (to `until`, default the last: benchmarks/loop_overhead.py times
+    the loop in blocks), with evaluation, the stop-signal agreement and checkpoints at their
+    cadences. Returns an exit code when the run stops early (diverged, signalled)."""
     cfg, algo, timers, steps = run.cfg, run.algo, run.timers, run.cfg.train.steps
     progress = Progress(steps, run.start, cfg.name or cfg.run_id(), enabled=run.lead)
     diverged_at = None   # this rank's first update with a NaN or inf loss
-    for step in range(run.start, steps):
+    for step in range(run.start, steps if until is None else min(until, steps)):
         t0 = time.perf_counter()
         if run.first_step_unix is None:
             run.first_step_unix = time.time()
