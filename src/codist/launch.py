@@ -25,15 +25,12 @@ from .config import ConfigError, RunConfig, dump
 from .cluster import (FORKING_LAUNCHERS, expand_nodelist, hostnames, in_allocation, job_resources,  # noqa: F401
                       nodes_needed, ranks_by_srun, srun_command)   # (expand_nodelist, nodes_needed: re-exported)
 from .inputs import check_inputs
-from .owner import owner_env, process_start_unix  # noqa: F401  (codist run's start)
+from .owner import owner_env
 from . import warm_server
 from .fork_launcher import ForkedRun
 from .rank_env import no_gpu_possible, rank_env
 from .rundir import RunDir
 from .runlog import RANK_LOG_DIR
-
-
-# a GPU torch can use needs one of these kernel-driver nodes (NVIDIA; AMD ROCm; WSL2)
 
 
 def resolve_device(cfg: RunConfig) -> str:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Mapping
 
+# a GPU torch can use needs one of these kernel-driver nodes (NVIDIA; AMD ROCm; WSL2)
 GPU_DRIVER_NODES = ("/dev/nvidiactl", "/dev/nvidia0", "/proc/driver/nvidia", "/dev/kfd", "/dev/dxg")
 
 
