@@ -12,6 +12,9 @@ environment, cwd and output, then `fork_launcher.main`, which forks the ranks. T
 answers the supervisor's pid at once and, when it reaps the supervisor, its exit code (128 + N
 for a signal). If the client goes away (kill -9 of `codist run`, Snakemake cancelling the
 job), the supervisor stops its ranks as on SIGTERM: checkpoint, exit 3, SIGKILL after a grace.
+A "cli" request (codist.warm_cli) carries `codist run`'s own command line instead: the supervisor
+runs that command (validation, the directory lock, the launch, the watchdog) with the server's
+imports, and the client only waits.
 
 Why our own server rather than a library: the runs must fork from a process that holds the
 imports (fork's copy-on-write), which a process pool or a job runner does not give with
@@ -41,6 +44,8 @@ from pathlib import Path
 from . import fork_launcher
 
 HEADER = struct.Struct("!I")   # length of the JSON message that follows
+MAX_FDS = 2                    # the client's stdout and stderr
+REQUEST_TIMEOUT_S = 10.0       # a client that connects must send its request within this
 RETRY_COLD = 75                # `codist run` in a supervisor: this server's imports do not fit; run it yourself
 
 
@@ -53,8 +58,6 @@ class Supervised:
 
 
 supervised: Supervised | None = None
-MAX_FDS = 2                    # the client's stdout and stderr
-REQUEST_TIMEOUT_S = 10.0       # a client that connects must send its request within this
 
 
 def send_message(sock: socket.socket, message: dict, fds: list[int] = ()) -> None:
