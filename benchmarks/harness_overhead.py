@@ -244,6 +244,9 @@ def summarise(raw: pd.DataFrame) -> pd.DataFrame:
 
     rows = []
 
+    def minus_one(ratio):   # a throughput ratio -> an overhead (None: the pair was left out)
+        return None if ratio is None else (ratio[0] - 1, ratio[1] - 1, ratio[2] - 1, ratio[3])
+
     def add(kind, comparison, num, den, ratio, target, note, col_n="samples_per_s", col_d="samples_per_s"):
         if ratio is None:   # a pair left out (--only)
             return
@@ -260,8 +263,6 @@ def summarise(raw: pd.DataFrame) -> pd.DataFrame:
                                            ("ddp 2x64", "allreduce 2x64", "allreduce, 2 ranks"),
                                            ("deepspeed 2x64", "allreduce 2x64", "allreduce, 2 ranks, vs a DeepSpeed loop"),
                                            ("plain codistill 2x1x64", "codistill 2x1x64", "codistill, 2 models x 1 rank")):
-        def minus_one(ratio):
-            return None if ratio is None else (ratio[0] - 1, ratio[1] - 1, ratio[2] - 1, ratio[3])
         add("overhead", f"{label}: plain / codist - 1 (wall_s)", plain_name, codist_name,
             minus_one(paired(plain_name, codist_name)), OVERHEAD_TARGET, "codist throughput = samples / wall_s")
         add("loop_overhead", f"{label}: plain / codist - 1 (elapsed - setup - eval)", plain_name, codist_name,

@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
-import statistics
 import sys
 import tempfile
 import time
@@ -42,15 +40,10 @@ import pandas as pd
 import yaml
 
 import benchlib
+from codist.launch import free_port
 
 
 UPDATE = {"local": "LocalUpdate", "engine": "a DeepSpeed engine"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main() -> None:

@@ -5,19 +5,12 @@ and the runs that use it."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 from codist import config, launch
 from conftest import TINY, deep_update
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 RANK_SCRIPT = Path(__file__).with_name("update_parity_rank.py")
@@ -37,7 +30,7 @@ def test_local_update_is_the_engine_update_bit_for_bit(tmp_path):
         path.write_text(json.dumps(config.to_dict(config.validate(deep_update(TINY, overrides)))))
         paths.append(str(path))
     env = launch.launch_env(config.load(paths[0]), "cpu", threads=1)
-    env.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    env.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(launch.free_port()))
     proc = subprocess.run([sys.executable, str(RANK_SCRIPT), "12", *paths], env=env, capture_output=True,
                           text=True, timeout=300)   # one process for every case: torch and DeepSpeed import once
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 import shutil
 from pathlib import Path
 

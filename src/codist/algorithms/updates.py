@@ -86,7 +86,7 @@ class LocalUpdate(TorchUpdate):
         grads = [p.grad for p in self.model.parameters() if p.grad is not None]
         norm = torch.stack([g.detach().float().norm(2.0) for g in grads]).pow(2.0).sum().float().pow(0.5)
         coef = torch.min(torch.tensor([1.0], device=norm.device),
-                         torch.tensor([float(self.grad_clip)], device=norm.device) / (norm * 1.0 / 1.0 + 1e-6))
+                         torch.tensor([float(self.grad_clip)], device=norm.device) / (norm + 1e-6))
         for g in grads:
             g.mul_(coef)
 
