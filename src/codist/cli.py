@@ -1,13 +1,45 @@
-"""`codist run CONFIG [--set k=v ...] --out DIR`, `codist check CONFIG [--set k=v ...]`, `codist data check ...`."""
+"""The `codist` command: `codist run CONFIG [--set k=v ...] --out DIR`, `codist check CONFIG
+[--set k=v ...]`, `codist data ...` (codist.datacheck), `codist --version`; the exit codes in `--help`."""
 from __future__ import annotations
 
 import argparse
 import sys
 
+# What `codist run` returns (README "Exit codes" is this table; tests/test_cli_help.py checks both
+# against the constants in codist.launch and codist.train).
+EXIT_CODES = (
+    ("0", "done: the run finished (or was already finished), the config is valid, the data folder is as expected"),
+    ("1", "failed: a rank raised or died, a hang, a data folder with problems (the lines before say which; "
+          "a launcher's other nonzero codes pass through unchanged)"),
+    ("2", "bad input: a config, key or --set value, or a command line, that cannot run (nothing started)"),
+    ("3", "preempted: SIGTERM/SIGINT/SIGUSR1 reached the ranks, a checkpoint is written; rerun to resume"),
+    ("4", "diverged: the training loss became NaN or inf; no summary.json and no models written"),
+    ("128+N", "the launcher was killed by signal N (e.g. 137: SIGKILL, often out of memory)"),
+)
+
+
+class _Version(argparse.Action):
+    """--version from the installed package's metadata, looked up only when asked."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, help="print codist's version and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from importlib.metadata import PackageNotFoundError, version
+        try:
+            print(f"codist {version('codist')}")
+        except PackageNotFoundError:
+            parser.exit(1, "codist: no package metadata: codist is not installed (pip install -e .)\n")
+        parser.exit()
+
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="codist", description="codist: distributed training with distillation "
-                                "(also: codist data check WORKLOAD DATA_DIR)")
+    import textwrap
+    codes = "\n".join(textwrap.fill(meaning, 79, initial_indent=f"  {code:<6} ", subsequent_indent=" " * 9)
+                      for code, meaning in EXIT_CODES)
+    p = argparse.ArgumentParser(prog="codist", description="codist: distributed training with distillation",
+                                epilog=f"exit codes:\n{codes}", formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(dest="command", required=True)
     for name, help_ in (("run", "launch every rank of one run and wait"), ("check", "validate a config only")):
         s = sub.add_parser(name, help=help_)
@@ -21,6 +53,9 @@ def parser() -> argparse.ArgumentParser:
             s.add_argument("--fresh", action="store_true",
                            help="train from step 0 even if --out holds this run finished or part-done, "
                                 "removing what it holds (another run's files too)")
+    # listed here for --help; main() hands `codist data ...` to codist.datacheck's own parser
+    sub.add_parser("data", help="the real data sets' folders: codist data check WORKLOAD DATA_DIR "
+                   "(codist data --help)", add_help=False)
     return p
 
 
