@@ -121,6 +121,8 @@ class TrainConfig(_Section):
         "gradients all-reduced in 16 bits, fp16 with dynamic loss scaling (codist.precision)")
     compile: bool = Field(False, description="torch.compile each trained model (in place; worth it on a GPU); "
                           "not part of the run id")
+    tf32: bool = Field(True, description="on a GPU, fp32 matmuls and convolutions in TF32 (Ampere and newer: "
+                       "10-bit mantissa products, fp32 sums; codist.cuda_defaults); no effect on CPU")
 
 
 class RunConfig(_Section):
@@ -326,7 +328,7 @@ NOT_IN_RUN_ID = ("name", "source", "launch", "train.save_model", "train.checkpoi
 
 #: keys added after run ids were published, hashed only when they differ from this value, so every
 #: run configured before them keeps its id (a bf16 run gets a new one)
-IN_RUN_ID_UNLESS = {"train.precision": "fp32"}
+IN_RUN_ID_UNLESS = {"train.precision": "fp32", "train.tf32": True}
 
 
 def run_id(cfg: RunConfig) -> str:

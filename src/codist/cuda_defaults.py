@@ -3,6 +3,8 @@
 
 - cuDNN autotuning (`cudnn.benchmark`): the input shapes are fixed per run, so the one-off search
   for the fastest convolution algorithm pays for itself within a few updates;
+- TF32 for fp32 matmuls and convolutions (`train.tf32`, default on): tensor cores on Ampere and newer
+  (the budget's fp32 rates assume it); `train.tf32: false` keeps full fp32 products;
 - channels_last (NHWC) for convolutional models (`WorkloadSection.convnet`): cuDNN's tensor-core
   convolutions run in it (PyTorch converts NCHW inputs of a channels_last convolution itself);
 - pinned host memory for the image loader's batches, so the `non_blocking` copies of
@@ -17,9 +19,18 @@ import torch
 from torch import nn
 
 
-def configure_backends(device: torch.device) -> None:
+def configure_backends(device: torch.device, tf32: bool = True) -> None:
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True
+        # "high": TF32 (or bf16x3) products for fp32 matmuls; the process-wide setting, so only on a GPU
+        torch.set_float32_matmul_precision("high" if tf32 else "highest")
+        torch.backends.cudnn.allow_tf32 = tf32
+
+
+def backend_settings() -> dict:
+    """What the process's math backends are set to, for the run's manifest."""
+    return {"float32_matmul_precision": torch.get_float32_matmul_precision(),
+            "cudnn_allow_tf32": torch.backends.cudnn.allow_tf32, "cudnn_benchmark": torch.backends.cudnn.benchmark}
 
 
 def place_model(model: nn.Module, device: torch.device, convnet: bool) -> nn.Module:

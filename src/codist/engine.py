@@ -15,7 +15,10 @@ from .precision import deepspeed_section
 
 def deepspeed_config(cfg: RunConfig) -> dict:
     """The engine's JSON config. Data parallel (ZeRO stage 0), fp32 or mixed precision with fp32
-    master weights (codist.precision), no built-in logging."""
+    master weights (codist.precision), no built-in logging and no timers: DeepSpeed's throughput
+    timer is on by default and synchronises the device at the start and end of every step (two
+    host waits per update on a GPU); the wall-clock breakdown and the flops profiler would add their
+    own. (No "comms_logger" key: DeepSpeed turns its comms logger on when the key exists at all.)"""
     b, m = cfg.train.batch_per_rank, cfg.parallel.ranks_per_model
     return {
         **deepspeed_section(cfg.train.precision),
@@ -26,6 +29,8 @@ def deepspeed_config(cfg: RunConfig) -> dict:
         "zero_optimization": {"stage": 0},
         "steps_per_print": 2**31 - 1,
         "wall_clock_breakdown": False,
+        "timers": {"throughput": {"enabled": False, "synchronized": False}},
+        "flops_profiler": {"enabled": False},
         "dump_state": False,
     }
 

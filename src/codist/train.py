@@ -25,9 +25,10 @@ from . import config as config_mod
 from .algorithms import TrainContext, build_algorithm
 from .comm import CommMeter, summarize
 from .config import RunConfig
-from .cuda_defaults import configure_backends
+from .cuda_defaults import backend_settings, configure_backends
 from .data_root import workload_with_data
 from .distributed import Topology, init, pick_device
+from .engine import deepspeed_config
 from .evaluation import Evaluator
 from .owner import owner_gone
 from .progress import Progress
@@ -65,6 +66,8 @@ def write_manifest(cfg, out: Path, topo, threads: int, device, resumed_from: int
         "threads_per_rank": threads,
         "device": str(device),
         "backend": torch.distributed.get_backend(),
+        "math": backend_settings(),   # TF32 and cuDNN as set (train.tf32)
+        "deepspeed_config": deepspeed_config(cfg),   # what an engine of this run is built with
         "launcher": os.environ.get("CODIST_LAUNCHER", "unknown"),
         "command": sys.argv,
         "started_unix": time.time(),
@@ -158,7 +161,7 @@ def set_up(args) -> Run:
     threads = int(os.environ.get("CODIST_THREADS_PER_RANK") or os.environ.get("OMP_NUM_THREADS") or 1)
     torch.set_num_threads(threads)
     device, backend = pick_device(cfg.launch.device)
-    configure_backends(device)   # cuDNN autotuning on a GPU
+    configure_backends(device, cfg.train.tf32)   # cuDNN autotuning and TF32 on a GPU
     check_world_size(cfg)
     stop = StopFlag()
     topo = init(cfg.parallel.models, backend, timeout_s=cfg.launch.collective_timeout_s)

@@ -1,0 +1,84 @@
+"""What a GPU run sets up, checked without a GPU: TF32 (`train.tf32`) and DeepSpeed's timers as the
+real libraries read them, both recorded in the run's manifest; run ids kept."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from codist import config
+from codist.cuda_defaults import backend_settings, configure_backends
+from codist.engine import deepspeed_config
+from conftest import TINY, deep_update, launch_run
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tiny(**train) -> config.RunConfig:
+    return config.validate(deep_update(TINY, {"train": train}))
+
+
+def test_tf32_is_on_by_default_and_keeps_every_committed_run_id():
+    assert tiny().train.tf32 is True
+    assert tiny(tf32=True).run_id() == tiny().run_id() != tiny(tf32=False).run_id()
+    sys.path[:0] = [str(ROOT / "workflows"), str(ROOT / "analysis")]
+    from experiments import load_plan
+    from frontier_plan import load_points
+    planned = set(load_plan(ROOT / "replications", "embedded").configs)
+    _, frontier = load_points(ROOT / "replications/frontier/frontier.yaml", ROOT / "replications", "embedded")
+    planned |= {p.run_id for p in frontier}
+    committed = {r["run_id"] for path in (ROOT / "results" / "embedded").glob("*/*_runs.json")
+                 for r in json.loads(path.read_text())["runs"]}
+    assert len(committed) > 20 and committed <= planned
+
+
+@pytest.fixture
+def restore_backends():
+    before = (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark)
+    yield
+    torch.set_float32_matmul_precision(before[0])
+    torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark = before[1:]
+
+
+def test_tf32_is_set_on_a_cuda_device_only(restore_backends):
+    # (torch sets these flags without a GPU: they are what cuBLAS and cuDNN read once one exists)
+    cpu_defaults = backend_settings()
+    configure_backends(torch.device("cpu"), tf32=True)
+    assert backend_settings() == cpu_defaults == {"float32_matmul_precision": "highest", "cudnn_allow_tf32": True,
+                                                  "cudnn_benchmark": False}
+    configure_backends(torch.device("cuda", 0), tf32=True)
+    assert backend_settings() == {"float32_matmul_precision": "high", "cudnn_allow_tf32": True,
+                                  "cudnn_benchmark": True}
+    assert torch.backends.cuda.matmul.fp32_precision == "tf32"   # what cuBLAS's fp32 matmuls read
+    configure_backends(torch.device("cuda", 0), tf32=False)
+    assert backend_settings() == {"float32_matmul_precision": "highest", "cudnn_allow_tf32": False,
+                                  "cudnn_benchmark": True}
+    assert torch.backends.cuda.matmul.fp32_precision == "ieee"
+
+
+def test_deepspeed_reads_every_timer_off():
+    """DeepSpeed's own config parser on the engine config of a run: the throughput timer (on by
+    default, two device synchronisations per step), the wall-clock breakdown, the flops profiler and
+    the comms logger (on whenever its key exists) are all off, for every precision."""
+    from deepspeed.runtime.config import DeepSpeedConfig
+    default = DeepSpeedConfig({"train_batch_size": 16})
+    assert default.timers_config.enabled and default.timers_config.synchronized   # what we turn off
+    for precision in ("fp32", "bf16", "fp16"):
+        ds = DeepSpeedConfig(deepspeed_config(tiny(precision=precision)))
+        assert not ds.timers_config.enabled and not ds.timers_config.synchronized
+        assert not ds.wall_clock_breakdown and not ds.flops_profiler_config.enabled
+        assert not ds.comms_config.comms_logger_enabled and not ds.monitor_config.enabled
+
+
+def test_the_manifest_records_tf32_and_the_engine_config(tmp_path):
+    run = launch_run(tmp_path / "run", {"train": {"tf32": False}})
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["config"]["train"]["tf32"] is False
+    assert manifest["deepspeed_config"]["timers"] == {"throughput": {"enabled": False, "synchronized": False}}
+    assert manifest["deepspeed_config"]["wall_clock_breakdown"] is False
+    # a CPU run leaves the math backends as torch starts them
+    assert manifest["math"] == {"float32_matmul_precision": "highest", "cudnn_allow_tf32": True,
+                                "cudnn_benchmark": False}
