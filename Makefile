@@ -1,4 +1,5 @@
-# Two commands on a fresh machine (Python 3.11 + pip):
+# Two commands on a fresh Linux x86_64 machine with Python 3.11 + pip (the lock's platform: any
+# other stops with one line from env/check_platform.sh before pip starts):
 #   make replicate   # venv + pinned deps, then the default replication (embedded scale)
 #   make test        # venv + pinned deps, then the test suite
 PYTHON ?= python3
@@ -14,7 +15,8 @@ CORES  ?= $(shell nproc 2>/dev/null || echo 2)
 
 # env/install.sh is the install of every documented route (the lock, then fairseq-fixed without
 # build isolation, then codist); make runs it in a fresh venv.
-$(STAMP): env/install.sh env/requirements.lock env/requirements-fairseq.txt pyproject.toml
+$(STAMP): env/install.sh env/check_platform.sh env/requirements.lock env/requirements-fairseq.txt pyproject.toml
+	sh env/check_platform.sh $(PYTHON)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	PIP_QUIET=1 sh env/install.sh $(BIN)/python

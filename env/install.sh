@@ -8,6 +8,8 @@
 set -eu
 cd "$(dirname "$0")/.."
 PY=${1:-python3}
+# 0. the lock's platform (Linux x86_64, Python 3.11), or one line saying why not
+sh env/check_platform.sh "$PY"
 # 1. every package but fairseq-fixed, at the exact versions of the lock (`make lock` writes it
 #    from env/requirements*.txt); the build tools fairseq needs are among them
 "$PY" -m pip install -r env/requirements.lock
