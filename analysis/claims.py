@@ -10,23 +10,33 @@ claims (a better than b):
               [a - b] - [a2 - b2] (the gain grows)
   speedup     per seed: (steps b needs + `b_offset`) / steps a needs to reach one fixed `target`
               level (default "b_best": the least of b's per-seed best values, which every b seed
-              reaches), both interpolated between evaluations; a seed where a never reaches it is
-              censored: reported as "k of n reached", never averaged in as 0. Neutral value 1
+              reaches), both interpolated between evaluations; `b_offset: "@<series>"` is that
+              series' train.steps at the scale (a two-phase student's phase 1). A seed where a
+              never reaches it is censored: reported as "k of n reached", never averaged in as 0;
+              its ratio is below b's steps / a's run length, so with censored seeds the interval
+              is a t upper bound on those upper bounds (stats.upper_bound_interval) and no lower
+              bound. Neutral value 1
   churn       per pair of seeds: churn(b) - churn(a) (paper_table.py's values)
   comm_ratio  b's bytes per rank per update / a's between model groups; with `identity:` at the
               paper's own periods and sizes (analysis/comm_identity.py). Deterministic. Neutral 1
 
 Verdict (README, "Claims"), in this order:
   1. `full_scale_only: why`: "not tested at this scale: why" (below the full scale).
-  2. a `within` margin below what n seeds and the validation set can resolve
-     (stats.resolvable_margin): "underpowered: ...".
+  2. a margin (`within: w`, or `at_least` below the neutral value: non-inferiority) on
+     val_accuracy below what n seeds resolve at 80% power if the validation set were the only
+     noise (stats.margin_needed with stats.val_set_sd; the real data set's validation size at
+     full scale, regime.data_sizes): "underpowered: ..." before anything is measured.
   3. any failed regime check (analysis/regime.py): "not in the paper's regime: <check>
      (<measured> vs <required>)"; no verdict is drawn from a run outside the paper's regime.
   4. otherwise, with n >= 3 seeds and one-sided bounds at 95% (t(0.95, n-1); churn: a seed-level
      jackknife, so one outlier seed cannot make it hold; stats.decide):
        `at_least: t` (default: the neutral value): holds if low > t; does not hold if high < t.
        `within: w`: holds if [low, high] lies inside neutral +/- w; does not hold if it lies
-       outside; inconclusive otherwise. A censored speedup holds only if every seed reached.
+       outside; inconclusive otherwise. A censored speedup has no lower bound: it never holds.
+  5. an inconclusive claim with a margin that its seeds could not resolve at 80% power given the
+     measured seed-to-seed sd of the effect (at least the validation floor of 2.): "underpowered:
+     ..."; a holds / does not hold keeps its one-sided error rate whatever the power, so only a
+     non-result is explained this way.
 
     python analysis/claims.py --paper replications/P/experiments.yaml --figures DIR --scale S \
         --csv DIR/claims.csv --markdown DIR/claims.md
@@ -54,7 +64,7 @@ from schema import MEASURES, Claim, parse
 MIN_SEEDS = stats.MIN_SEEDS
 COLUMNS = ["paper", "id", "claim", "source", "basis", "comparison", "measure", "metric", "n", "effect_mean",
            "effect_sd", "interval_low", "interval_high", "method", "rule", "regime", "reached", "verdict",
-           "paper_value", "per_seed"]
+           "paper_value", "per_seed", "regime_sources"]
 VERDICTS = ("holds", "does not hold", "inconclusive", "not in the paper's regime", "not tested at this scale",
             "underpowered")
 
@@ -95,13 +105,18 @@ def effects(c: Claim, manifest: dict, figures: Path):
         d = d.dropna()
         return stats.t_interval(d), d, ""
     if c.measure == "speedup":
-        r = regime.speedups(curves, c.a, am, c.b, bm, metric, c.target, c.b_offset)
+        r = regime.speedups(curves, c.a, am, c.b, bm, metric, c.target, offset_steps(c, manifest))
         reached = int(r["ratio"].notna().sum())
         text = f"{reached} of {len(r)} seeds reached {r['target'].iloc[0]:.4g}" if len(r) else ""
         x = pd.Series({seed: row.ratio if not math.isnan(row.ratio) else
                        (f"< {row.censored_bound:.3g}" if not math.isnan(row.censored_bound) else "never")
                        for seed, row in r.iterrows()}, dtype=object)
-        return stats.t_interval(r["ratio"].dropna()), x, text
+        if reached == len(r):
+            return stats.t_interval(r["ratio"]), x, text
+        u = r["ratio"].fillna(r["censored_bound"])
+        if u.isna().any():   # b itself never reached a fixed target on some seed: no bound either way
+            return stats.Interval(len(u), math.nan, math.nan, math.nan, math.nan, "b never reached the target"), x, text
+        return stats.upper_bound_interval(u), x, text
     if c.measure == "churn":
         vals = read_table(figures / f"{fig}_values.csv")
         churn = vals[vals["column"] == "churn"]
@@ -122,14 +137,32 @@ def effects(c: Claim, manifest: dict, figures: Path):
     raise ClaimError(f"measure {c.measure!r}; allowed: {sorted(MEASURES)}")
 
 
+def offset_steps(c: Claim, manifest: dict) -> float:
+    """A speedup's b_offset in steps: a number, or "@<series>": that series' train.steps."""
+    if not isinstance(c.b_offset, str):
+        return c.b_offset
+    cfg = (manifest.get("configs") or {}).get(c.b_offset[1:])
+    if cfg is None:
+        raise ClaimError(f"claim {c.id!r}: b_offset {c.b_offset!r}: the figure's _runs.json has no config for "
+                         f"series {c.b_offset[1:]!r}; have {sorted(manifest.get('configs') or {})}")
+    return cfg["train"]["steps"]
+
+
 def deterministic_verdict(iv: stats.Interval, at_least) -> tuple[str, str]:
     t = 1.0 if at_least is None else float(at_least)
     return ("holds" if iv.low > t else "does not hold"), f"effect > {t:g}"
 
 
-def val_examples(manifest: dict, c: Claim):
-    cfg = (manifest.get("configs") or {}).get(c.a) or {}
-    return (cfg.get("workload") or {}).get("val_size")
+def val_floor(c: Claim, manifest: dict, metric: str) -> tuple[float, float]:
+    """(validation examples, sd of one seed's effect if they were its only noise) of a
+    val_accuracy `final` claim; (nan, 0) otherwise. The real data set's size at full scale."""
+    cfg = (manifest.get("configs") or {}).get(c.a)
+    if c.measure != "final" or metric != "val_accuracy" or not cfg:
+        return math.nan, 0.0
+    v = regime.data_sizes(cfg["workload"])[1]
+    if not v or math.isnan(v):
+        return math.nan, 0.0
+    return v, stats.val_set_sd(v, terms=4 if c.a2 else 2)
 
 
 def judge(c: Claim, manifest: dict, figures: Path, scale: str, tables) -> dict:
@@ -138,13 +171,15 @@ def judge(c: Claim, manifest: dict, figures: Path, scale: str, tables) -> dict:
            "effect_sd": math.nan, "interval_low": math.nan, "interval_high": math.nan, "per_seed": ""}
     if c.full_scale_only and scale != "full":
         return {**out, "verdict": f"not tested at this scale: {c.full_scale_only}"}
+    neutral = MEASURES[c.measure]
+    margin = stats.margin_of(neutral, c.at_least, c.within)
     n_seeds = len({r["seed"] for r in manifest["runs"] if r["series"] == c.a})
-    v_ex = val_examples(manifest, c)
-    if c.within is not None and v_ex and c.measure == "final" and "accuracy" in (c.metric or ""):
-        need = stats.resolvable_margin(n_seeds, v_ex)
-        if c.within < need:
-            return {**out, "verdict": f"underpowered: margin {c.within:g} < {need:.3g}, the least that "
-                                      f"{n_seeds} seeds x {v_ex} validation examples resolve"}
+    v_ex, floor_sd = val_floor(c, manifest, c.metric or (manifest.get("panels") or [None])[0])
+    if margin and floor_sd and n_seeds >= 2:
+        need = stats.margin_needed(n_seeds, floor_sd, margin[1])
+        if margin[0] < need:
+            return {**out, "verdict": f"underpowered: margin {margin[0]:g} < {need:.3g}, the least that "
+                                      f"{n_seeds} seeds x {v_ex:g} validation examples resolve (80% power)"}
     try:
         out["regime"], failed = regime.run_checks(c, figures, tables)
     except regime.RegimeError as e:
@@ -158,10 +193,19 @@ def judge(c: Claim, manifest: dict, figures: Path, scale: str, tables) -> dict:
     if c.measure == "comm_ratio":
         v, out["rule"] = deterministic_verdict(iv, c.at_least)
         return {**out, "verdict": v}
-    v, out["rule"] = stats.decide(iv, MEASURES[c.measure], c.at_least, c.within)
-    if c.measure == "speedup" and per.map(lambda x: isinstance(x, str)).any() and v == "holds":
-        v = "inconclusive"   # a censored seed: its speedup is only bounded, never "holds"
+    v, out["rule"] = stats.decide(iv, neutral, c.at_least, c.within)
+    if v == "inconclusive" and margin and iv.n >= MIN_SEEDS and not math.isnan(iv.sd):
+        sd = max(iv.sd, floor_sd)
+        need = stats.margin_needed(iv.n, sd, margin[1])
+        if margin[0] < need:
+            v = (f"underpowered: margin {margin[0]:g} < {need:.3g}, the least that {iv.n} seeds resolve at 80% power "
+                 f"with the effect's measured sd {sd:.3g}")
     return {**out, "verdict": v}
+
+
+def regime_sources(c: Claim) -> str:
+    """The claim's checks and the paper's text each operationalises (JSON: [[check, source], ...])."""
+    return json.dumps([[r.check, r.source] for r in c.regime]) if c.regime and not c.full_scale_only else ""
 
 
 def evaluate(paper_file: Path, figures: Path, scale: str) -> pd.DataFrame:
@@ -191,7 +235,8 @@ def evaluate(paper_file: Path, figures: Path, scale: str) -> pd.DataFrame:
         comparison = f"{c.a} vs {c.b}" + (f" minus ({c.a2} vs {c.b2})" if c.a2 else "")
         rows.append({"paper": spec.paper, "id": c.id, "claim": c.claim, "source": c.source, "basis": c.basis,
                      "comparison": comparison, "measure": c.measure,
-                     "metric": c.metric or (manifest.get("panels") or [""])[0], "paper_value": c.paper, **fields})
+                     "metric": c.metric or (manifest.get("panels") or [""])[0], "paper_value": c.paper,
+                     "regime_sources": regime_sources(c), **fields})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -199,15 +244,34 @@ def verdict_kind(v: str) -> str:
     return next((k for k in VERDICTS if str(v).startswith(k)), str(v))
 
 
+def chance_line(df: pd.DataFrame) -> str:
+    """How many verdicts the table's seed-based tests give by chance alone."""
+    kinds = df["verdict"].map(verdict_kind)
+    tested = ((df["measure"] != "comm_ratio") & (pd.to_numeric(df["n"], errors="coerce") >= MIN_SEEDS)
+              & kinds.isin(["holds", "does not hold", "inconclusive", "underpowered"]))
+    m, alpha = int(tested.sum()), 1 - stats.CONFIDENCE
+    return (f"{m} claims went through the seed-based rule, each bound one-sided at alpha = {alpha:.2g}: were "
+            f"every true effect exactly at its threshold, about {alpha:.2g} x {m} = {alpha * m:.2g} of them would "
+            f"still read \"holds\" by chance, and as many \"does not hold\" (the byte identities are exact, not "
+            f"tests).")
+
+
+def sources_section(df: pd.DataFrame) -> str:
+    lines = [f"- **{r.paper} {r.id}**: {check} (source: {source})"
+             for r in df.itertuples() if isinstance(r.regime_sources, str) and r.regime_sources
+             for check, source in json.loads(r.regime_sources)]
+    return ("\n## Regime checks and the paper's text they operationalise\n\n" + "\n".join(lines) + "\n") if lines else ""
+
+
 def markdown(df: pd.DataFrame, heading: str) -> str:
     counts = df["verdict"].map(verdict_kind).value_counts()
     summary = ", ".join(f"{counts.get(k, 0)} {k}" for k in VERDICTS)
     show = df[["paper", "id", "claim", "basis", "measure", "n", "effect_mean", "interval_low", "interval_high",
                "method", "rule", "regime", "reached", "verdict", "paper_value"]]
-    return (f"# {heading}\n\n{len(df)} claims: {summary}. Effect: positive = as the paper claims; interval = "
-            f"one-sided 95% bounds (method column); a verdict is drawn only when every regime check passes; "
-            f"rules: analysis/claims.py and the README ('Claims').\n\n"
-            + show.to_markdown(index=False, floatfmt=".4g") + "\n")
+    return (f"# {heading}\n\n{len(df)} claims: {summary}. {chance_line(df)} Effect: positive = as the paper claims; "
+            f"interval = one-sided 95% bounds (method column); a verdict is drawn only when every regime check "
+            f"passes; rules: analysis/claims.py and the README ('Claims').\n\n"
+            + show.to_markdown(index=False, floatfmt=".4g") + "\n" + sources_section(df))
 
 
 def main(argv=None) -> int:

@@ -3,7 +3,8 @@ replications/<paper>/experiments.yaml (`regime:`, analysis/schema.py) before the
 here from the runs' curves and configs.
 
 Quantities (curves: mean over seeds; "oriented": positive = better in the metric's direction):
-  value            the metric at `step` (default: the last evaluation)
+  value            the metric at `step`, or at the end of exchange `round` (round x the series'
+                   period), default the last evaluation
   last_gain        oriented improvement of the mean curve over the last `fraction` of the run
                    (a plateaued baseline gains far less than the claimed effect)
   gain_over        oriented improvement over the last `steps` updates (how far a teacher read
@@ -11,7 +12,8 @@ Quantities (curves: mean over seeds; "oriented": positive = better in the metric
   difference       oriented final(series) - final(b)
   speedup          mean over seeds of b's steps / series' steps to reach `target` (interpolated)
   train_val_gap    final val_loss - train_loss (task loss): > 0 when the model overfits
-  epochs           passes of one model over its own training data (0 on fresh, streamed data)
+  epochs           passes of one model over its own training data (0 on fresh, streamed data;
+                   real data sets: their true sizes, DATA_SETS, never the embedded generator's)
   round_epochs     passes over a model's own data between two exchanges (tau or k)
   rounds           exchanges in the run
   period_fraction  exchange period / run length
@@ -54,13 +56,52 @@ def _config(manifest: dict, series: str) -> dict:
     return cfgs[series]
 
 
+# The real data sets' sizes (training examples, validation examples), by (workload, dataset,
+# data_dir). A full-scale config still carries the embedded generator's train_size / val_size
+# defaults, which say nothing about the files it reads, so these are used whenever the dataset is
+# not "embedded". Sources: ImageNet (ILSVRC-2012) train/val counts, docs/full-scale.md and
+# replications/presets/imagenet_resnet50_sodhani.yaml; its quarter (Sodhani Fig. 6) a quarter of
+# each class, docs/full-scale.md; CIFAR-10/100: 50,000 training and 10,000 test images
+# (Krizhevsky 2009, https://www.cs.toronto.edu/~kriz/cifar.html, linked from docs/full-scale.md);
+# WMT'16 En-De: fairseq-preprocess's "train: 4500966 sents" and newstest2013's 3,000 sentences,
+# docs/full-scale.md; IWSLT'14 De-En: about 160K training pairs (docs/full-scale.md; fairseq's
+# prepare-iwslt14.sh: 160,239 train, 7,283 valid); Criteo: train.txt's 45,840,617 labelled lines
+# (docs/full-scale.md: "about 45.8M"), minus the val_fraction held out.
+DATA_SETS = {
+    ("imagenet", "imagefolder", "imagenet"): (1_281_167, 50_000),
+    ("imagenet", "imagefolder", "imagenet_quarter"): (1_281_167 / 4, 50_000),
+    ("cifar", "cifar10", None): (50_000, 10_000),
+    ("cifar", "cifar100", None): (50_000, 10_000),
+    ("translation", "fairseq", "wmt16_en_de_bpe32k"): (4_500_966, 3_000),
+    ("translation", "fairseq", "iwslt14_de_en"): (160_239, 7_283),
+}
+CRITEO_LINES = 45_840_617
+
+
+def data_sizes(workload: dict) -> tuple[float, float]:
+    """(training examples, validation examples) of a run's data: the embedded generator's own
+    sizes, or the real data set's (DATA_SETS); the LM's text is never revisited (infinite)."""
+    name, ds = workload["name"], workload.get("dataset", "embedded")
+    if name == "lm":
+        return math.inf, math.nan   # fresh text (generator or Common Crawl), never repeated
+    if ds == "embedded":
+        size = workload.get("train_size") or workload.get("pairs") or workload.get("train_examples")
+        return size or math.nan, workload.get("val_size") or math.nan
+    if name == "ctr" and ds == "criteo":
+        lines = min(CRITEO_LINES, workload.get("max_lines") or CRITEO_LINES)
+        held = 0 if workload.get("val_file") else workload.get("val_fraction", 0.1)
+        return lines * (1 - held), (lines * held) or math.nan
+    for key in ((name, ds, workload.get("data_dir")), (name, ds, None)):
+        if key in DATA_SETS:
+            return DATA_SETS[key]
+    raise RegimeError(f"workload {name!r}, dataset {ds!r}, data_dir {workload.get('data_dir')!r}: size unknown "
+                      f"(analysis/regime.py DATA_SETS has {sorted(k[2] or k[1] for k in DATA_SETS)})")
+
+
 def _train_size(cfg: dict) -> float:
-    w = cfg["workload"]
-    if w["name"] == "lm":
-        return math.inf   # fresh text from the generator, never repeated
-    size = w.get("train_size") or w.get("pairs") or w.get("train_examples")
-    if not size:
-        raise RegimeError(f"workload {w['name']!r}: no training-set size in its config")
+    size = data_sizes(cfg["workload"])[0]
+    if math.isnan(size):
+        raise RegimeError(f"workload {cfg['workload']['name']!r}: no training-set size in its config")
     a = cfg["algorithm"]
     return size / cfg["parallel"].get("models", 1) if a.get("data") == "disjoint" else size
 
@@ -139,7 +180,8 @@ def measure(q, claim, figures_dir, tables) -> float:
     model = q.model or series_model(manifest, series)
     if q.quantity == "value":
         c = _mean_curve(curves, series, model, metric)
-        return float(c.iloc[-1] if q.step is None else _at(c, q.step))
+        step = q.round * _period(_config(manifest, series)) if q.round is not None else q.step
+        return float(c.iloc[-1] if step is None else _at(c, step))
     if q.quantity == "last_gain":
         c = _mean_curve(curves, series, model, metric)
         end = c.index.max()

@@ -100,6 +100,7 @@ class Quantity(Strict):
     b_model: Optional[str] = None
     metric: Optional[str] = None
     step: Optional[int] = None            # value: at this step (default: the last evaluation)
+    round: Optional[int] = Field(None, ge=1)  # value: at the end of this exchange round (round x the period)
     fraction: float = 0.25                # last_gain: over this last fraction of the run
     steps: Optional[int] = None           # gain_over: over this many steps
     target: Union[float, Literal["b_best", "b_final"]] = "b_best"
@@ -110,11 +111,20 @@ class Quantity(Strict):
     def _str(cls, v):
         return None if v is None else str(v)
 
+    @model_validator(mode="after")
+    def _one_step(self):
+        if self.step is not None and self.round is not None:
+            raise ValueError("step and round exclude each other")
+        return self
+
 
 class RegimeCheck(Quantity):
     """A precondition of the paper's mechanism, written before the runs: the measured quantity
-    (optionally divided by `over`) must be >= min and/or <= max."""
+    (optionally divided by `over`) must be >= min and/or <= max. `source` quotes or cites the
+    paper's sentence, figure or table the check operationalises, and says where its threshold
+    comes from ("threshold not from the paper: ..." when the paper gives none); required."""
     check: str
+    source: str = ""
     why: str = ""
     min: Optional[float] = None
     max: Optional[float] = None
@@ -141,7 +151,7 @@ class Claim(Strict):
     b_model: Optional[str] = None
     a2: Optional[str] = None
     b2: Optional[str] = None
-    b_offset: int = 0
+    b_offset: Union[int, str] = 0           # speedup: steps added to b's; "@<series>": that series' train.steps
     at_least: Optional[float] = None
     within: Optional[float] = None
     target: Union[float, Literal["b_best", "b_final"]] = "b_best"   # speedup: the level both must reach
@@ -150,23 +160,35 @@ class Claim(Strict):
     full_scale_only: Optional[str] = None   # why no CPU-sized scale can test it
     identity: Optional[dict] = None         # comm_ratio: the papers' own periods (analysis/comm_identity.py)
     # per-scale replacements of the series a claim compares (the scales name their series differently,
-    # e.g. k = 125 embedded for the paper's k = 250): {full: {a: "...", b: "..."}}
-    # (with their own `regime:` there, else none: the checks name the other scale's series)
+    # e.g. k = 125 embedded for the paper's k = 250): {full: {a: "...", b: "..."}}; with their own
+    # `regime:` there, else the claim's checks with the replaced series renamed (Claim.at)
     scales: dict[str, dict[Literal["a", "b", "a2", "b2", "a_model", "b_model", "b_offset", "regime"], object]] = \
         Field(default_factory=dict)
 
     def at(self, scale: str) -> "Claim":
-        """The claim as it reads at `scale` (validated again with that scale's replacements)."""
+        """The claim as it reads at `scale` (validated again with that scale's replacements). Without
+        a `regime:` of the scale's own, the claim's checks stay, each series the override replaces
+        (a, b, a2, b2) renamed where a check of the claim's figure names it."""
         override = self.scales.get(scale)
         if not override:
             return self
-        doc = {**self.model_dump(exclude={"scales"}), "regime": [], **override}
+        doc = {**self.model_dump(exclude={"scales"}), **override}
+        if "regime" not in override:
+            rename = {getattr(self, k): override[k] for k in ("a", "b", "a2", "b2") if k in override}
+            doc["regime"] = [_renamed(r, rename, self.figure) for r in self.model_dump()["regime"]]
         return Claim.model_validate(doc)
 
     @field_validator("a_model", "b_model", mode="before")
     @classmethod
     def _str(cls, v):
         return None if v is None else str(v)
+
+    @field_validator("b_offset")
+    @classmethod
+    def _offset(cls, v):
+        if isinstance(v, str) and not (v.startswith("@") and len(v) > 1):
+            raise ValueError("b_offset: a number of steps or '@<series>' (that series' train.steps)")
+        return v
 
     @model_validator(mode="after")
     def _pairs(self):
@@ -175,6 +197,17 @@ class Claim(Strict):
         if self.at_least is not None and self.within is not None:
             raise ValueError("at_least and within exclude each other")
         return self
+
+
+def _renamed(check: dict, rename: dict, figure: str) -> dict:
+    """A regime check (model_dump) with its series and `over`'s renamed; a quantity on another
+    figure keeps its names (they are that figure's series)."""
+    def one(q):
+        if q is None or (q.get("figure") or figure) != figure:
+            return q
+        return {**q, **{k: rename.get(q[k], q[k]) for k in ("series", "b") if q.get(k) is not None}}
+    out = one(check)
+    return {**out, "over": one(check.get("over"))}
 
 
 class Paper(Strict):
@@ -205,9 +238,21 @@ def parse(doc, path) -> Paper:
     try:
         return Paper.model_validate(doc)
     except ValidationError as e:
-        lines = [f"  {_where(err['loc'], doc)}: " + ("unknown key (misspelt?)" if err["type"] == "extra_forbidden" else
-                                                 f"{err['msg']} (got {err.get('input')!r})") for err in e.errors()]
-        raise SpecError(f"{path}: not a valid experiments file:\n" + "\n".join(lines)) from None
+        lines = [f"{path}: {_where(err['loc'], doc)}: " + _problem(err) for err in e.errors()]
+        raise SpecError("\n".join(lines)) from None
+
+
+def _problem(err) -> str:
+    """One pydantic error as a reader needs it: what is wrong and what was expected."""
+    if err["type"] == "extra_forbidden":
+        return "unknown key (misspelt?)"
+    if err["type"] == "missing":
+        key = err["loc"][-1]
+        if key == "source" and "regime" in err["loc"]:
+            return ("missing: every regime check needs a source (the paper's sentence, figure or table it "
+                    "operationalises, and where its threshold comes from)")
+        return f"missing (a required key: {key!r})"
+    return f"{err['msg']} (got {err.get('input')!r})"
 
 
 class SpecError(ValueError):
@@ -261,6 +306,8 @@ def _claim_refs(c: Claim, spec: Paper, path, scale, series_models, metrics) -> l
         m = (getattr(c, model_key) if model_key else None) or default(s)
         if m not in have[s]:
             errs.append(f"{where}: figure {c.figure!r}, {model_key or key}: model {m!r}; series {s!r} has {have[s]}")
+    if isinstance(c.b_offset, str) and c.b_offset[1:] not in have:
+        errs.append(f"{where}: figure {c.figure!r}, b_offset: series {c.b_offset[1:]!r} does not exist; have {sorted(have)}")
     if c.metric and c.measure == "final" and c.metric not in metrics.get(c.figure, set()):
         errs.append(f"{where}: figure {c.figure!r}, metric: {c.metric!r} is not logged by its runs; "
                     f"have {sorted(metrics.get(c.figure, set()))}")

@@ -1,6 +1,7 @@
 """The statistics every claim uses: a one-sided t interval over seeds, the seed-level jackknife
-for pairwise measures (churn), interpolated steps-to-target with censoring, the verdict rule and
-the smallest equivalence margin n seeds and a validation set can resolve.
+for pairwise measures (churn), interpolated steps-to-target with censoring and the t bound on
+censored speedups' upper bounds, the verdict rule, and the smallest margin (equivalence or
+non-inferiority) that n seeds resolve at 80% power given the effect's sd.
 
 Why these: with n = 3 seeds, mean +/- 2 standard errors is a one-sided test at alpha ~ 0.09
 (t(0.95, 2) = 2.92), so the bound uses t(0.95, n-1); a churn value belongs to a pair of seeds,
@@ -44,6 +45,19 @@ def t_interval(x) -> Interval:
     half = t_quantile(n) * sd / math.sqrt(n) if n > 1 else math.nan
     return Interval(n, m, sd, m - half, m + half, f"one-sided t, t(0.95, {n - 1}) = {t_quantile(n):.3g}"
                     if n > 1 else "one-sided t (needs 2 seeds)")
+
+
+def upper_bound_interval(u) -> Interval:
+    """A speedup with censored seeds: `u` is per seed the ratio where a reached the target and
+    the censored seeds' upper bound otherwise (b's steps / a's whole run: a needed more). Each u_i
+    >= that seed's true ratio, so a t upper bound on the mean of u (a valid bound for E[u], the u_i
+    being independent per-seed values) bounds the mean ratio from above; nothing bounds it from
+    below (a run that never reaches has ratio 0), so `low` is NaN: such a speedup can be shown
+    not to hold, never to hold."""
+    iv = t_interval(u)
+    return Interval(iv.n, iv.mean, iv.sd, math.nan, iv.high,
+                    f"one-sided t upper bound on censored upper bounds, t(0.95, {iv.n - 1}) = {t_quantile(iv.n):.3g}"
+                    if iv.n > 1 else "one-sided t (needs 2 seeds)")
 
 
 def jackknife_interval(pairs: dict[tuple[str, str], float]) -> Interval:
@@ -91,10 +105,11 @@ def decide(iv: Interval, neutral: float, at_least=None, within=None) -> tuple[st
     """(verdict, rule). `at_least: t` (default: the neutral value): holds if the lower bound > t,
     does not hold if the upper bound < t. `within: w` (a match, two one-sided tests): holds if
     both bounds lie in [neutral - w, neutral + w], does not hold if either bound lies outside it
-    on the far side of the mean. Fewer than MIN_SEEDS: inconclusive."""
+    on the far side of the mean. Fewer than MIN_SEEDS: inconclusive. A missing bound (NaN: a
+    censored speedup has no lower bound) decides nothing on its side (NaN compares false)."""
     if within is not None:
         rule = f"abs(effect - {neutral:g}) <= {within:g}"
-        if iv.n < MIN_SEEDS or math.isnan(iv.low):
+        if iv.n < MIN_SEEDS:
             return "inconclusive", rule
         lo, hi = neutral - within, neutral + within
         if lo <= iv.low and iv.high <= hi:
@@ -104,16 +119,44 @@ def decide(iv: Interval, neutral: float, at_least=None, within=None) -> tuple[st
         return "inconclusive", rule
     t = neutral if at_least is None else float(at_least)
     rule = f"effect > {t:g}"
-    if iv.n < MIN_SEEDS or math.isnan(iv.low):
+    if iv.n < MIN_SEEDS:
         return "inconclusive", rule
     return ("holds" if iv.low > t else "does not hold" if iv.high < t else "inconclusive"), rule
 
 
-def resolvable_margin(n: int, val_examples: int, p: float = 0.5) -> float:
-    """The smallest equivalence margin (in accuracy) that n seeds can show with 80% power when
-    the true difference is 0, if the only noise were the validation set's: the difference of two
-    accuracies on `val_examples` has sd sqrt(2 p (1-p) / V) (p = 0.5: the worst case), and the two
-    one-sided tests need w >= (t(0.95, n-1) + t(0.90, n-1)) x sd / sqrt(n). Seed-to-seed
+# ----------------------------------------------------------------------- power
+
+def margin_of(neutral: float, at_least=None, within=None) -> tuple[float, bool] | None:
+    """(margin, equivalence) of a claim that has one: `within: w` (an equivalence, TOST) or
+    `at_least` on the far side of the neutral value (non-inferiority: a may be worse than b by
+    neutral - at_least). None for superiority claims (at_least >= neutral): their power depends
+    on the true effect, which nothing states before the runs."""
+    if within is not None:
+        return float(within), True
+    if at_least is not None and float(at_least) < neutral:
+        return neutral - float(at_least), False
+    return None
+
+
+def margin_needed(n: int, sd: float, equivalence: bool) -> float:
+    """The least margin that n seeds resolve with POWER when the true effect is the neutral value
+    and one seed's effect has standard deviation `sd` (the usual t approximation of the power of a
+    t test): an equivalence needs both one-sided tests to pass, w >= (t(0.95, n-1) + t(0.90, n-1))
+    sd / sqrt(n); a non-inferiority margin one test, m >= (t(0.95, n-1) + t(0.80, n-1)) sd / sqrt(n)."""
+    beta = 1 - POWER
+    q = 1 - beta / 2 if equivalence else 1 - beta
+    return (t_quantile(n) + t_quantile(n, q)) * sd / math.sqrt(n)
+
+
+def val_set_sd(val_examples: int, p: float = 0.5, terms: int = 2) -> float:
+    """The sd of a signed sum of `terms` accuracies, each measured on `val_examples` validation
+    examples, if the validation set were their only noise: each has variance p (1-p) / V
+    (p = 0.5: the worst case). Two terms: a difference a - b; four: (a - b) - (a2 - b2)."""
+    return math.sqrt(terms * p * (1 - p) / val_examples)
+
+
+def resolvable_margin(n: int, val_examples: int, p: float = 0.5, equivalence: bool = True, terms: int = 2) -> float:
+    """The smallest margin (in accuracy) that n seeds can show with 80% power when the true
+    difference is 0, if the only noise were the validation set's (val_set_sd). Seed-to-seed
     variation only adds to it, so a margin below this is underpowered before anything runs."""
-    sd = math.sqrt(2 * p * (1 - p) / val_examples)
-    return (t_quantile(n) + t_quantile(n, 1 - (1 - POWER) / 2)) * sd / math.sqrt(n)
+    return margin_needed(n, val_set_sd(val_examples, p, terms), equivalence)

@@ -99,3 +99,93 @@ def test_communication_identities_at_the_papers_periods():
                                     "b": {"algorithm": "model_average", "models": k, "period": 16}},
                                    table, {"ma": ma, "ec": ec}, "ec", "ma")
         assert r == pytest.approx(want)
+
+
+# ------------------------------------------------------------------ full-scale data sizes
+FULL_IMG = {**IMG, "workload": {"name": "imagenet", "dataset": "imagefolder", "data_dir": "imagenet",
+                                "train_size": 6000, "val_size": 1000},   # the embedded defaults a full config keeps
+            "parallel": {"world_size": 16, "models": 1}, "train": {"steps": 225180, "batch_per_rank": 32}}
+
+
+def quantity(q, cfg):
+    return regime.config_quantity(RegimeCheck.model_validate({"check": "c", "source": "s", "min": 0, "quantity": q}), cfg)
+
+
+def test_full_scale_epochs_use_the_real_data_set_sizes():
+    # Sodhani's all-reduce: 225,180 updates of 16 x 32 over ImageNet's 1,281,167 images = 89.99 epochs
+    # (the embedded default train_size 6,000 gave 19,215)
+    assert quantity("epochs", FULL_IMG) == pytest.approx(225180 * 512 / 1_281_167)
+    assert quantity("epochs", FULL_IMG) == pytest.approx(89.99, abs=0.01)
+    # Sun's ImageNet EC-DNN: K = 4 models of 8 ranks x 32, disjoint quarters, tau 4,000: 3.197 shard-epochs
+    sun = {**FULL_IMG, "algorithm": {"name": "ensemble_compress", "tau": 4000, "data": "disjoint"},
+           "parallel": {"world_size": 32, "models": 4}}
+    assert quantity("round_epochs", sun) == pytest.approx(4000 * 256 / (1_281_167 / 4))
+    # CIFAR-10, K = 4 of 128, disjoint shards of 12,500: 40.96 shard-epochs per round of 4,000
+    cifar = {**sun, "workload": {"name": "cifar", "dataset": "cifar10", "data_dir": "cifar", "train_size": 4000},
+             "parallel": {"world_size": 4, "models": 4}, "train": {"steps": 64000, "batch_per_rank": 128}}
+    assert quantity("round_epochs", cifar) == pytest.approx(40.96)
+    # Sodhani Fig. 6's quarter of ImageNet: 4x the epochs of the same updates
+    quarter = {**FULL_IMG, "workload": {**FULL_IMG["workload"], "data_dir": "imagenet_quarter"}}
+    assert quantity("epochs", quarter) == pytest.approx(4 * 225180 * 512 / 1_281_167)
+    # Criteo: 8 ranks x 128 x 40,000 over 90% of 45,840,617 lines
+    ctr = {**IMG, "workload": {"name": "ctr", "dataset": "criteo", "data_dir": "criteo", "val_fraction": 0.1},
+           "parallel": {"world_size": 8, "models": 1}, "train": {"steps": 40000, "batch_per_rank": 128}}
+    assert quantity("epochs", ctr) == pytest.approx(40000 * 1024 / (45_840_617 * 0.9))
+    assert regime.data_sizes(FULL_IMG["workload"]) == (1_281_167, 50_000)
+    assert regime.data_sizes({"name": "cifar", "dataset": "cifar100", "data_dir": "c"}) == (50_000, 10_000)
+    with pytest.raises(regime.RegimeError, match=r"workload 'imagenet', dataset 'imagefolder', data_dir 'imagenet_tenth'"):
+        quantity("epochs", {**FULL_IMG, "workload": {**FULL_IMG["workload"], "data_dir": "imagenet_tenth"}})
+
+
+def test_value_at_the_end_of_an_exchange_round():
+    # s's period: tau 50 -> round 1 ends at step 50 (mean accuracy 0.41), round 2 at 100 (0.53)
+    MANIFEST["configs"]["s"] = {**IMG, "algorithm": {"name": "model_average", "tau": 50}}
+    try:
+        assert measure(quantity="value", round=1) == pytest.approx(0.41)
+        assert measure(quantity="value", round=2) == pytest.approx(0.53)
+    finally:
+        MANIFEST["configs"]["s"] = IMG
+    with pytest.raises(ValueError, match="step and round exclude each other"):
+        measure(quantity="value", round=1, step=50)
+
+
+def test_the_regime_gate_counts_a_censored_seed_at_its_bound():
+    # t (accuracy - 0.1) never reaches 0.5 in its 100 steps; s reaches it at 75, 72.5, 70 (seeds 0-2):
+    # the censored ratios are bounded by 75/100, 72.5/100, 70/100, mean 0.725
+    tables = lambda fig: (MANIFEST, curves())   # noqa: E731
+    base = {"check": "speed", "source": "s", "quantity": "speedup", "series": "t", "b": "s", "target": 0.5}
+    assert regime.check(RegimeCheck.model_validate({**base, "min": 0.72}), CLAIM, None, tables)[0]
+    assert not regime.check(RegimeCheck.model_validate({**base, "min": 0.73}), CLAIM, None, tables)[0]
+    assert regime.check(RegimeCheck.model_validate({**base, "max": 0.73}), CLAIM, None, tables)[0]
+    assert not regime.check(RegimeCheck.model_validate({**base, "max": 0.72}), CLAIM, None, tables)[0]
+
+
+def test_check_bounds_are_inclusive_and_nan_fails():
+    tables = lambda fig: (MANIFEST, curves())   # noqa: E731
+    r = RegimeCheck.model_validate({"check": "v", "source": "s", "quantity": "value", "step": 50, "min": 0.41})
+    assert regime.check(r, CLAIM, None, tables)[0]                                   # 0.41 >= 0.41
+    assert not regime.check(r.model_copy(update={"min": 0.4101}), CLAIM, None, tables)[0]
+    assert regime.check(r.model_copy(update={"min": None, "max": 0.41}), CLAIM, None, tables)[0]
+
+
+# ------------------------------------------------------------------ a claim at another scale
+def test_a_claim_with_a_scale_override_keeps_its_checks_renamed():
+    plateau = {"check": "b plateaued", "source": "Fig. 4", "quantity": "last_gain", "series": "k25", "max": 0.02}
+    c = Claim.model_validate({
+        "id": "c", "claim": "x", "figure": "f", "basis": "step-matched", "measure": "final", "a": "k125", "b": "k25",
+        "scales": {"full": {"a": "k250", "b": "k50"}},
+        "regime": [plateau,
+                   {"check": "rounds", "source": "s", "quantity": "rounds", "series": "k125", "min": 8},
+                   {"check": "sync", "source": "s", "quantity": "epochs", "series": "sync", "max": 1},
+                   {"check": "lag", "source": "s", "quantity": "gain_over", "series": "k25", "steps": 25, "max": 0.5,
+                    "over": {"quantity": "difference", "series": "k125", "b": "k25"}},
+                   {"check": "other figure", "source": "s", "quantity": "value", "series": "k25", "figure": "g",
+                    "min": 0}]})
+    full = c.at("full")
+    assert (full.a, full.b) == ("k250", "k50")
+    assert [r.series for r in full.regime] == ["k50", "k250", "sync", "k50", "k25"]   # figure g keeps its names
+    assert (full.regime[3].over.series, full.regime[3].over.b) == ("k250", "k50")
+    assert [r.source for r in full.regime] == [r.source for r in c.regime]
+    assert c.at("embedded") is c
+    own = Claim.model_validate({**c.model_dump(), "scales": {"full": {"a": "k250", "regime": []}}})
+    assert own.at("full").regime == []                                                 # the scale's own checks

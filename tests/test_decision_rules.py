@@ -1,0 +1,170 @@
+"""analysis/stats.py's decision rules pinned on both sides of each boundary. Every expected number
+is derived by hand here (t quantiles from tables, standard errors written out), never by calling
+the function under test."""
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "analysis"))
+import stats  # noqa: E402
+
+# one-sided t quantiles with 2 and 4 degrees of freedom (tables)
+T95_2, T90_2, T80_2 = 2.91998558, 1.88561808, 1.06066017
+T95_4 = 2.13184679
+EPS = 1e-4
+
+
+def decide(values, neutral=0.0, at_least=None, within=None):
+    return stats.decide(stats.t_interval(pd.Series(values, dtype=float)), neutral, at_least, within)[0]
+
+
+# ------------------------------------------------------------------ t intervals
+def test_t_interval_bounds_by_hand():
+    # [0.10, 0.11, 0.12]: mean 0.11, sd 0.01, se 0.01 / sqrt 3 = 0.0057735; half = 2.9199856 se = 0.0168585
+    iv = stats.t_interval([0.10, 0.11, 0.12])
+    assert (iv.n, iv.mean, iv.sd) == (3, pytest.approx(0.11), pytest.approx(0.01))
+    assert iv.low == pytest.approx(0.0931415, abs=1e-7) and iv.high == pytest.approx(0.1268585, abs=1e-7)
+    # 5 seeds [1, 2, 3, 4, 5]: sd sqrt(2.5) = 1.5811388, se 0.7071068, half 2.13184679 x se = 1.5074433
+    iv = stats.t_interval([1, 2, 3, 4, 5])
+    assert (iv.low, iv.high) == (pytest.approx(3 - 1.5074433, abs=1e-6), pytest.approx(3 + 1.5074433, abs=1e-6))
+
+
+@pytest.mark.parametrize("at_least, verdict", [
+    (0.0931415 - EPS, "holds"), (0.0931415 + EPS, "inconclusive"),          # the lower bound 0.0931415
+    (0.1268585 - EPS, "inconclusive"), (0.1268585 + EPS, "does not hold"),  # the upper bound 0.1268585
+])
+def test_at_least_on_both_sides_of_each_bound(at_least, verdict):
+    assert decide([0.10, 0.11, 0.12], at_least=at_least) == verdict
+
+
+def test_default_threshold_is_the_neutral_value():
+    # [0.9, 1.0, 1.1] around a speedup's neutral 1: half = 2.9199856 x 0.1 / sqrt 3 = 0.1685857
+    assert decide([0.9, 1.0, 1.1], neutral=1.0) == "inconclusive"
+    assert decide([0.9, 1.0, 1.1], neutral=1.0 - 0.1685857 - EPS) == "holds"
+    assert decide([0.9, 1.0, 1.1], neutral=1.0 + 0.1685857 + EPS) == "does not hold"
+
+
+def test_two_seeds_never_decide():
+    assert decide([0.5, 0.5001]) == "inconclusive" and decide([-0.5, -0.5001]) == "inconclusive"
+
+
+# ------------------------------------------------------------------ TOST and non-inferiority margins
+@pytest.mark.parametrize("values, within, verdict", [
+    # mean 0, sd 0.001, half 2.9199856 x 0.001 / sqrt 3 = 0.0016858: both bounds inside +/- w iff w >= 0.0016858
+    ([-0.001, 0.0, 0.001], 0.0016858 + EPS / 10, "holds"),
+    ([-0.001, 0.0, 0.001], 0.0016858 - EPS / 10, "inconclusive"),
+    # mean 0.055, sd 0.005, half 0.0084293: low = 0.0465707; outside the margin iff low > w
+    ([0.05, 0.06, 0.055], 0.0465707 - EPS, "does not hold"),
+    ([0.05, 0.06, 0.055], 0.0465707 + EPS, "inconclusive"),
+    # the mirror image: high = -0.0465707 < -w
+    ([-0.05, -0.06, -0.055], 0.0465707 - EPS, "does not hold"),
+    ([-0.05, -0.06, -0.055], 0.0465707 + EPS, "inconclusive"),
+])
+def test_equivalence_margin_on_both_sides(values, within, verdict):
+    assert decide(values, within=within) == verdict
+
+
+@pytest.mark.parametrize("at_least, verdict", [
+    # [-0.010, -0.011, -0.012]: mean -0.011, half 0.0016858: low -0.0126858, high -0.0093142
+    (-0.0126858 - EPS, "holds"), (-0.0126858 + EPS, "inconclusive"),
+    (-0.0093142 - EPS, "inconclusive"), (-0.0093142 + EPS, "does not hold"),
+])
+def test_non_inferiority_margin_on_both_sides(at_least, verdict):
+    assert decide([-0.010, -0.011, -0.012], at_least=at_least) == verdict
+
+
+def test_margin_of_a_claim():
+    assert stats.margin_of(0.0, within=0.01) == (0.01, True)
+    assert stats.margin_of(0.0, at_least=-0.02) == (pytest.approx(0.02), False)   # non-inferiority
+    assert stats.margin_of(1.0, at_least=0.9) == (pytest.approx(0.1), False)
+    assert stats.margin_of(0.0, at_least=0.0) is None and stats.margin_of(1.0, at_least=1.2) is None   # superiority
+    assert stats.margin_of(0.0) is None
+
+
+# ------------------------------------------------------------------ the jackknife
+def test_jackknife_variance_factor_by_hand():
+    # leave seed 0 out: only pair (1,2) = 0.12; seed 1 out: 0.11; seed 2 out: 0.10. Their mean 0.11,
+    # squared deviations sum 0.0002; se = sqrt((n-1)/n x 0.0002) = sqrt(2/3 x 0.0002) = 0.0115470;
+    # half = 2.9199856 x se = 0.0337171 (a factor 1/(n(n-1)) or 3x the se would both miss this)
+    iv = stats.jackknife_interval({("0", "1"): 0.10, ("0", "2"): 0.11, ("1", "2"): 0.12})
+    assert iv.mean == pytest.approx(0.11)
+    assert iv.low == pytest.approx(0.11 - 0.0337171, abs=1e-6) and iv.high == pytest.approx(0.11 + 0.0337171, abs=1e-6)
+    assert iv.sd == pytest.approx(0.0115470 * math.sqrt(3), abs=1e-6)
+    assert stats.decide(iv, 0.0, at_least=0.0762829 - EPS)[0] == "holds"
+    assert stats.decide(iv, 0.0, at_least=0.0762829 + EPS)[0] == "inconclusive"
+
+
+def test_jackknife_sees_an_outlier_seed():
+    # leave-one-out means 0.31, 0.30, 0.10 (mean 0.2366667); squared deviations 0.0053778 + 0.0040111 +
+    # 0.0186778 = 0.0280667; se = sqrt(2/3 x 0.0280667) = 0.1367885; low = 0.2366667 - 2.9199856 se = -0.1627540
+    iv = stats.jackknife_interval({("0", "1"): 0.10, ("0", "2"): 0.30, ("1", "2"): 0.31})
+    assert iv.low == pytest.approx(-0.1627540, abs=1e-6)
+    assert stats.decide(iv, 0.0)[0] == "inconclusive"
+
+
+def test_jackknife_with_five_seeds_uses_t_of_4():
+    # 5 seeds, pair value = x_i + x_j with x = 0, 1, 2, 3, 4: the mean of pairs is 2 mean(x) = 4; leaving seed k
+    # out, the mean over the 6 remaining pairs is 2 mean(x without k) = 2 (10 - k) / 4 = 5 - k/2: values 5, 4.5,
+    # 4, 3.5, 3 (mean 4, squared deviations 2.5); se = sqrt(4/5 x 2.5) = sqrt(2) = 1.4142136
+    x = [0, 1, 2, 3, 4]
+    pairs = {(str(i), str(j)): float(x[i] + x[j]) for i in range(5) for j in range(i + 1, 5)}
+    iv = stats.jackknife_interval(pairs)
+    assert iv.mean == pytest.approx(4.0)
+    assert iv.low == pytest.approx(4 - T95_4 * 1.4142136, abs=1e-5)
+
+
+# ------------------------------------------------------------------ censored speedups
+def test_all_censored_speedup_below_one_does_not_hold():
+    # speed-imagenet's upper bounds: mean 0.4956667, sd 0.1261322 (squared deviations 0.0318187 / 2),
+    # se 0.0728224, high = 0.4956667 + 2.9199856 se = 0.7083072 < 1
+    iv = stats.upper_bound_interval(pd.Series([0.625, 0.373, 0.489]))
+    assert math.isnan(iv.low) and iv.high == pytest.approx(0.7083072, abs=1e-6)
+    assert stats.decide(iv, 1.0)[0] == "does not hold"
+    assert stats.decide(iv, 1.0, at_least=0.7083072 - EPS)[0] == "inconclusive"
+    assert stats.decide(iv, 1.0, at_least=0.7083072 + EPS)[0] == "does not hold"
+
+
+def test_a_censored_speedup_never_holds():
+    # bounds far above the threshold say only that the ratio is below them: no lower bound
+    iv = stats.upper_bound_interval(pd.Series([3.0, 3.1, 3.2]))
+    assert stats.decide(iv, 1.0)[0] == "inconclusive"
+    assert stats.decide(iv, 1.0, within=5.0)[0] == "inconclusive"
+
+
+# ------------------------------------------------------------------ steps to a target
+def test_interpolated_steps_to_target():
+    assert stats.steps_to([10, 20, 30], [3.0, 2.0, 1.0], 1.5, higher=False) == pytest.approx(25.0)
+    assert stats.steps_to([10, 20], [0.2, 0.6], 0.5, higher=True) == pytest.approx(17.5)
+    assert stats.steps_to([10, 20], [0.2, 0.6], 0.1, higher=True) == 10.0      # past it at the first evaluation
+    assert stats.steps_to([10, 20], [3.0, 2.0], 1.0, higher=False) is None
+    assert stats.steps_to([10, 20], [3.0, 2.0], 2.0, higher=False) == pytest.approx(20.0)   # reaching = equal
+
+
+# ------------------------------------------------------------------ the underpowered rule
+def test_resolvable_margin_by_hand():
+    # one accuracy on V examples has variance 0.25 / V, a difference twice that: sd = sqrt(0.5 / V).
+    # TOST at 80% power: (t(0.95, 2) + t(0.90, 2)) / sqrt 3 = 4.8056037 / 1.7320508 = 2.7745166
+    assert stats.resolvable_margin(3, 1000) == pytest.approx(2.7745166 * math.sqrt(0.5 / 1000), rel=1e-6)   # 0.0620401
+    assert stats.resolvable_margin(3, 1000) == pytest.approx(0.0620401, abs=1e-6)
+    assert stats.resolvable_margin(3, 2000) == pytest.approx(0.0438690, abs=1e-6)
+    assert stats.resolvable_margin(3, 50_000) == pytest.approx(0.0087738, abs=1e-6)
+    # non-inferiority, one test: (t(0.95, 2) + t(0.80, 2)) / sqrt 3 = 3.9806457 / 1.7320508 = 2.2982269
+    assert stats.resolvable_margin(3, 1000, equivalence=False) == pytest.approx(0.0513899, abs=1e-6)
+    # four accuracies (a gain that grows: (a - b) - (a2 - b2)): sd sqrt(1 / V)
+    assert stats.resolvable_margin(3, 1000, terms=4) == pytest.approx(2.7745166 * math.sqrt(1 / 1000), rel=1e-6)
+
+
+def test_margin_needed_from_a_measured_sd():
+    # sd 0.0132288 (the effects 0, 0.02, -0.005), 3 seeds: TOST needs 2.7745166 x sd = 0.0367034
+    assert stats.margin_needed(3, 0.0132288, equivalence=True) == pytest.approx(0.0367034, abs=1e-6)
+    assert stats.margin_needed(3, 0.0132288, equivalence=False) == pytest.approx(2.2982269 * 0.0132288, abs=1e-6)
+    # the quantiles behind every bound, against the tables
+    assert stats.t_quantile(3) == pytest.approx(T95_2, abs=1e-7) and stats.t_quantile(5) == pytest.approx(T95_4, abs=1e-7)
+    assert stats.t_quantile(3, 0.90) == pytest.approx(T90_2, abs=1e-7)
+    assert stats.t_quantile(3, 0.80) == pytest.approx(T80_2, abs=1e-7)
