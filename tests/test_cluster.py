@@ -163,9 +163,9 @@ def test_srun_line_for_two_and_sixteen_nodes(tmp_path):
     for world, nodes in ((16, 2), (128, 16)):
         cmd = srun_command(gpu_cfg(world), "cuda", entry, 1234, "4711")
         assert cmd == [PY, "-m", "codist.cluster", "relay", "--", "srun", "--nodes", str(nodes), "--ntasks", str(world), "--ntasks-per-node", "8",
-                       "--cpus-per-task", "6", "--kill-on-bad-exit=0", "--wait=60",
+                       "--cpus-per-task", "6", "--gpus-per-task=1", "--kill-on-bad-exit=0", "--wait=60",
                        f"--export=ALL,MASTER_PORT={job_port(4711)},CODIST_OWNER=", PY, "-m", *entry]
-    assert srun_command(gpu_cfg(16, master_port=29999), "cuda", entry, 1, "4711")[16] == \
+    assert srun_command(gpu_cfg(16, master_port=29999), "cuda", entry, 1, "4711")[17] == \
         "--export=ALL,MASTER_PORT=29999,CODIST_OWNER="
 
 

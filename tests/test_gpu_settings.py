@@ -82,3 +82,51 @@ def test_the_manifest_records_tf32_and_the_engine_config(tmp_path):
     # a CPU run leaves the math backends as torch starts them
     assert manifest["math"] == {"float32_matmul_precision": "highest", "cudnn_allow_tf32": True,
                                 "cudnn_benchmark": False}
+
+
+# --------------------------------------------------------------------------- which GPU a rank uses
+
+def test_a_rank_given_one_gpu_uses_device_0_else_its_local_rank():
+    from codist.rank_env import gpu_index
+    # srun --gpus-per-task=1: SLURM sets each task's CUDA_VISIBLE_DEVICES to its own GPU (its index on
+    # the node without device cgroups, "0" with them): CUDA numbers it 0 in that process
+    assert gpu_index({"LOCAL_RANK": "5", "SLURM_LOCALID": "5", "CUDA_VISIBLE_DEVICES": "5"}) == 0
+    assert gpu_index({"LOCAL_RANK": "3", "CUDA_VISIBLE_DEVICES": "0"}) == 0
+    assert gpu_index({"LOCAL_RANK": "3", "SLURM_GPUS_PER_TASK": "1"}) == 0
+    # the launcher's ranks share the node's GPUs (deepspeed / torchrun on one machine, or an srun without binding)
+    assert gpu_index({"LOCAL_RANK": "3", "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7"}) == 3
+    assert gpu_index({"LOCAL_RANK": "3"}) == 3 and gpu_index({}) == 0
+    with pytest.raises(RuntimeError, match=r"LOCAL_RANK=3 but CUDA_VISIBLE_DEVICES='0,1' shows 2 GPU\(s\)"):
+        gpu_index({"LOCAL_RANK": "3", "CUDA_VISIBLE_DEVICES": "0,1"})
+
+
+def test_the_srun_line_binds_one_gpu_per_gpu_rank_only():
+    from codist.cluster import srun_command
+    entry = ["codist.train", "--config", "C", "--out", "O"]
+    gpu = config.validate({"parallel": {"world_size": 16}, "launch": {"device": "cuda"}})
+    cpu = config.validate({"parallel": {"world_size": 2}, "launch": {"device": "cpu", "launcher": "torchrun"}})
+    assert "--gpus-per-task=1" in srun_command(gpu, "cuda", entry, 1, "7")
+    assert not any(a.startswith("--gpu") for a in srun_command(cpu, "cpu", entry, 1, "7"))
+
+
+def test_the_engine_is_told_the_models_gpu_not_local_rank(monkeypatch):
+    """DeepSpeed's engine calls set_device(args.device_rank if given, else LOCAL_RANK): build_engine
+    gives it the GPU the model is on (the rank's device), and nothing on CPU."""
+    import deepspeed
+
+    from codist import engine
+    from codist.distributed import Topology
+    seen = []
+    monkeypatch.setattr(deepspeed, "initialize", lambda **kw: seen.append(kw["args"]) or (object(), None, None, None))
+    monkeypatch.setattr(engine, "build_optimizer", lambda params, cfg: None)
+    monkeypatch.setattr(engine, "build_scheduler", lambda opt, cfg, steps: None)
+    monkeypatch.setenv("LOCAL_RANK", "5")
+
+    class OnGpu(torch.nn.Module):   # a module whose parameters report a CUDA device (no GPU needed)
+        def parameters(self):
+            return iter([type("P", (), {"device": torch.device("cuda", 0)})()])
+    cfg = config.validate(deep_update(TINY, {"parallel": {"world_size": 2}}))
+    topo = Topology(0, 2, 1, [None], [None, None], [None, None])
+    engine.build_engine(cfg, topo, OnGpu())
+    engine.build_engine(cfg, topo, torch.nn.Linear(2, 2))
+    assert seen[0].device_rank == 0 and seen[1] is None

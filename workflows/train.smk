@@ -51,11 +51,19 @@ rule train:
         mem_mb=lambda wc: PLAN.resources(wc.run_id)["mem_mb"],
         runtime=lambda wc: PLAN.resources(wc.run_id)["runtime"],
         gres=lambda wc: PLAN.resources(wc.run_id)["gres"],
+        attempt=lambda wc, attempt: attempt,   # (not a SLURM resource: the shell's retry check reads it)
     params:
         python=PYTHON,
         out=lambda wc, output: str(Path(output.summary).parent),
         threads_per_rank=lambda wc, threads: max(1, threads // PLAN.config(wc.run_id).parallel.world_size),
     conda: CONDA_ENV
+    # A diverged run (exit 4) fails for good: a retry (the slurm profile's retries, meant for preemption
+    # and time limits, exit 3) would resume from its checkpoint and diverge again, so a retry finding
+    # RUN/.diverged from an earlier attempt stops at once; a new Snakemake invocation (attempt 1) trains.
     shell:
-        "{params.python:q} -m codist.cli run {input.config:q} --out {params.out:q}"
+        "if [ {resources.attempt} -gt 1 ] && [ -e {params.out:q}/.diverged ]; then"
+        " echo 'codist: this run diverged on an earlier attempt (exit 4); not retried' >> {log:q}; exit 4; fi;"
+        " rm -f {params.out:q}/.diverged;"
+        " {params.python:q} -m codist.cli run {input.config:q} --out {params.out:q}"
         " --set launch.threads_per_rank={params.threads_per_rank} > {log:q} 2>&1"
+        " || {{ rc=$?; if [ $rc -eq 4 ]; then touch {params.out:q}/.diverged; fi; exit $rc; }}"

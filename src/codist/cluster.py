@@ -7,9 +7,9 @@ One rule decides how a run's ranks start under SLURM, and the job's resources fo
   node) tasks of `cpus_per_task` (= CPUs per rank) CPUs each, `gres: gpu:<ranks per node>`, and
   `mpi` (snakemake-executor-plugin-slurm then runs the job's command in the batch script itself,
   not inside an `srun -n1` step). `codist run` in that batch script starts the ranks with one
-  `srun` (one task per rank; `srun_command`); each rank maps SLURM_PROCID / SLURM_LOCALID /
-  SLURM_NTASKS to torch.distributed's RANK / LOCAL_RANK / WORLD_SIZE (`rank_env`). No nested
-  srun (a `codist run` inside a job step never calls srun) and no ssh.
+  `srun` (one task per rank, one GPU per task: `srun_command`); each rank maps SLURM_PROCID /
+  SLURM_LOCALID / SLURM_NTASKS to torch.distributed's RANK / LOCAL_RANK / WORLD_SIZE (`rank_env`).
+  No nested srun (a `codist run` inside a job step never calls srun) and no ssh.
 - **one task**: one-rank runs and the forking launchers (fork, warm: CPU only): the job asks for
   one task with all the run's CPUs, and `codist run` starts the ranks on its node as it would
   on any machine.
@@ -156,6 +156,9 @@ def srun_command(cfg: RunConfig, device: str, entry: list[str], port: int | None
     return [sys.executable, "-m", "codist.cluster", "relay", "--",
             "srun", "--nodes", str(res["nodes"]), "--ntasks", str(cfg.parallel.world_size),
             "--ntasks-per-node", str(res["tasks_per_node"]), "--cpus-per-task", str(res["cpus_per_task"]),
+            # each rank its own GPU (SLURM binds it: CUDA_VISIBLE_DEVICES of one entry, device 0 to the
+            # rank, codist.rank_env.gpu_index), near its CPUs where the site's gres.conf says which are
+            *(["--gpus-per-task=1"] if device == "cuda" else []),
             # a rank's exit code 3 (preempted) must not kill the others mid-checkpoint
             # (--kill-on-bad-exit); 60 s after the first rank ends, srun ends the rest (a crash)
             "--kill-on-bad-exit=0", "--wait=60",

@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 
 from .cluster import apply_rank_env
+from .rank_env import gpu_index
 
 
 @dataclass
@@ -105,7 +106,7 @@ def pick_device(requested: str) -> tuple[torch.device, str]:
     apply_rank_env()   # an srun task's LOCAL_RANK picks its GPU
     use_cuda = requested == "cuda" or (requested == "auto" and torch.cuda.is_available())
     if use_cuda:
-        local = int(os.environ.get("LOCAL_RANK", "0"))
+        local = gpu_index(os.environ)   # 0 where srun gives each task its own GPU, else LOCAL_RANK
         torch.cuda.set_device(local)
         return torch.device("cuda", local), "nccl"
     return torch.device("cpu"), "gloo"

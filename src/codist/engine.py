@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
+from types import SimpleNamespace
 
 import torch
 
@@ -57,8 +58,12 @@ def build_engine(cfg: RunConfig, topo: Topology, model: torch.nn.Module):
     ds_logger.setLevel(logging.WARNING)
     optimizer = build_optimizer(model.parameters(), cfg.optimizer)
     scheduler = build_scheduler(optimizer, cfg.schedule, cfg.train.steps)
+    # DeepSpeed would set_device(LOCAL_RANK) itself: wrong where srun gives each task its own GPU (device 0,
+    # codist.rank_env.gpu_index), so it gets the model's device; on CPU it is left as it was
+    device = next(model.parameters()).device
+    args = SimpleNamespace(device_rank=device.index) if device.type == "cuda" else None
     with without_fairseq(not cfg.workload.needs_fairseq):
-        engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler,
+        engine, _, _, _ = deepspeed.initialize(args=args, model=model, optimizer=optimizer, lr_scheduler=scheduler,
                                                config=deepspeed_config(cfg), mpu=topo.mpu())
     if topo.ranks_per_model == 1:
         # (runs step one-rank groups without an engine, updates.LocalUpdate; a plugin may still build one)

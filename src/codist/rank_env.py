@@ -1,6 +1,7 @@
-"""What a rank's environment holds for its threads and device, computed without the config module:
-`codist.launch.launch_env` starts from it for every launcher, and the warm client needs it before
-validating a config, to find the warm server whose imports were made under that environment."""
+"""What a rank's environment holds for its threads and device, and which GPU it uses, computed
+without the config module: `codist.launch.launch_env` starts from it for every launcher, and the
+warm client needs it before validating a config, to find the warm server whose imports were made
+under that environment."""
 from __future__ import annotations
 
 import os
@@ -17,6 +18,26 @@ def no_gpu_possible(environ: Mapping[str, str] = os.environ) -> bool:
     known without importing torch (~2 s)."""
     return sys.platform.startswith("linux") and (environ.get("CUDA_VISIBLE_DEVICES") in ("", "-1") or
                                                  not any(os.path.exists(p) for p in GPU_DRIVER_NODES))
+
+
+def gpu_index(environ: Mapping[str, str] = os.environ) -> int:
+    """The CUDA device index of this rank. Where one GPU is visible to it (SLURM's srun
+    --gpus-per-task=1 or --gpu-bind gives each task its own CUDA_VISIBLE_DEVICES entry, or a task
+    asked SLURM_GPUS_PER_TASK=1) that GPU is device 0, whatever the rank's LOCAL_RANK; otherwise
+    the node's ranks share the visible GPUs and LOCAL_RANK picks one. A LOCAL_RANK beyond the
+    visible GPUs is one line naming both."""
+    local = int(environ.get("LOCAL_RANK", "0"))
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return 0 if environ.get("SLURM_GPUS_PER_TASK") == "1" else local
+    devices = [d for d in visible.split(",") if d.strip()]
+    if len(devices) == 1:
+        return 0
+    if local >= len(devices):
+        raise RuntimeError(f"LOCAL_RANK={local} but CUDA_VISIBLE_DEVICES={visible!r} shows {len(devices)} GPU(s): "
+                           f"one GPU per rank needs as many visible GPUs as ranks on the node, or one per task "
+                           f"(srun --gpus-per-task=1)")
+    return local
 
 
 def rank_env(base: Mapping[str, str], threads: int, device: str) -> dict[str, str]:
