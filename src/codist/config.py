@@ -65,8 +65,8 @@ class LaunchConfig(_Section):
     time_limit_min: StrictInt = Field(60, ge=1, description="wall-time limit a cluster job asks for")
     mem_mb_per_rank: StrictInt = Field(16000, ge=100, description="memory a cluster job asks per rank")
     collective_timeout_s: StrictInt = Field(600, ge=10, description="a collective waiting longer fails the run")
-    hang_timeout_s: StrictInt = Field(900, ge=10, description="the launcher kills a run whose rank made no "
-                                "progress for this long and names the rank")
+    hang_timeout_s: StrictInt = Field(900, ge=2, description="the launcher kills a run in which no rank made "
+                                "progress (updates, or preparing its data) for this long and names the rank")
     data_root: str | None = Field(None, min_length=1, description="the folder a relative workload.data_dir is "
                                   "joined to (codist.data_root; default $CODIST_DATA_ROOT); the data's location, "
                                   "so not part of the run id")

@@ -191,23 +191,32 @@ def log_tail(out: Path, rank: int, lines: int = 8) -> str:
 
 
 def _watch(proc: subprocess.Popen, out: Path, hang_s: int, world: int) -> str | None:
-    """Wait for the launcher; if no rank has made progress for `hang_s`, kill the job and say which
-    rank stopped first (a hung rank blocks the others in their next collective). Returns as soon as
-    the launcher exits (a second's polling would add half a second to every run)."""
+    """Wait for the launcher; if no rank has made progress for `hang_s` (codist.heartbeat: updates,
+    or a preparation's progress), kill the job and say which rank stopped first (a hung rank blocks
+    the others in their next collective). Returns as soon as the launcher exits (a second's polling
+    would add half a second to every run). The ranks' files are read every hang_s / 30 s at most
+    once a second (30 s at the default 900 s): reading a thousand files every second would load
+    a shared file system for nothing."""
+    read_every, next_read = max(1.0, hang_s / 30), 0.0
     while True:
         try:
             proc.wait(timeout=1.0)
             return None
         except subprocess.TimeoutExpired:
             pass
+        if time.monotonic() < next_read:
+            continue
+        next_read = time.monotonic() + read_every
         reports = rank_reports(out)
         running = {r: i for r, i in reports.items() if i.get("state") == "running"}
         if len(reports) == world and running and time.time() - max(i["unix"] for i in running.values()) > hang_s:
             first = min(running, key=lambda r: running[r]["unix"])
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+            where = ("while preparing (set-up, data, checkpoint load)" if running[first].get("phase") == "preparing"
+                     else f"at update {running[first]['step']}")
             return (f"no rank made progress for {hang_s} s (launch.hang_timeout_s); rank {first} was the "
-                    f"first to stop, at update {running[first]['step']}; the job was killed")
+                    f"first to stop, {where}; the job was killed")
 
 
 def run(cfg: RunConfig, out: str | os.PathLike, launched_unix: float | None = None, fresh: bool = False) -> int:

@@ -200,37 +200,6 @@ def terminal():
     return _terminal[0]
 
 
-class Heartbeat:
-    """RUN/.ranks/rank-<r>.json: pid, last update done and time, or the error that ended the
-    rank. The launcher reads these to name a rank that died or hangs."""
-
-    def __init__(self, run: Path, rank: int, every_s: float = 2.0):
-        self.path = Path(run) / ".ranks" / f"rank-{rank}.json"
-        self.every_s, self.last = every_s, 0.0
-        self.write({"state": "running", "step": 0})
-        import sys
-        previous = sys.excepthook
-
-        def on_error(kind, value, tb):
-            self.write({"state": "error", "error": f"{kind.__name__}: {value}"})
-            previous(kind, value, tb)
-        sys.excepthook = on_error
-
-    def write(self, info: dict) -> None:
-        import time
-        atomic_write_json(self.path, {"pid": os.getpid(), "unix": time.time(), **info})
-
-    def beat(self, step: int) -> None:
-        import time
-        now = time.monotonic()
-        if now - self.last >= self.every_s:
-            self.last = now
-            self.write({"state": "running", "step": step})
-
-    def finish(self) -> None:
-        self.write({"state": "done"})
-
-
 PACKAGES = ("torch", "torchvision", "deepspeed", "numpy", "pydantic", "snakemake", "fairseq-fixed", "pandas")
 
 

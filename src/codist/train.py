@@ -30,9 +30,10 @@ from .data_root import workload_with_data
 from .distributed import Topology, init, pick_device
 from .engine import deepspeed_config
 from .evaluation import Evaluator
+from .heartbeat import Heartbeat
 from .owner import owner_gone
 from .progress import Progress
-from .runlog import (Heartbeat, MetricsLog, atomic_torch_save, atomic_write_bytes, atomic_write_json, git_state, hardware,
+from .runlog import (MetricsLog, atomic_torch_save, atomic_write_bytes, atomic_write_json, git_state, hardware,
                      package_versions, tee_rank_output)
 from .workloads import build_workload
 
@@ -165,7 +166,7 @@ def set_up(args) -> Run:
     check_world_size(cfg)
     stop = StopFlag()
     topo = init(cfg.parallel.models, backend, timeout_s=cfg.launch.collective_timeout_s)
-    heartbeat = Heartbeat(out, topo.rank)
+    heartbeat = Heartbeat(out, topo.rank, topo.world_size, cfg.launch.hang_timeout_s)   # beats while preparing
     meter = CommMeter(topo.rank, topo.model_of())
     meter.install_hooks()
     workload = build_workload(workload_with_data(cfg), cfg.seed)   # data_dir joined to launch.data_root

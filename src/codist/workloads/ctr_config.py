@@ -72,6 +72,9 @@ class CtrConfig(WorkloadSection):
                                 "(its last lines) when val_file is None")
     max_lines: StrictInt | None = Field(None, ge=2, description="read only the first max_lines lines of train_file "
                                   "(before the hold-out split); None: all")
+    cache_dir: str | None = Field(None, description="criteo: where the parsed files are cached, parsed once for "
+                                  "every rank and run (default <data_dir>/.codist_cache); named by a hash of the "
+                                  "file's name, size and modification time and of hash_buckets and max_lines")
     hidden: list[Width] = Field([2560, 1024, 256], description="ReLU layer widths (Anil et al.: 2560-1024-256)")
     embedding_dim: StrictInt = Field(16, ge=1, le=1024, description="embedding width of each categorical feature "
                                "(not given by Anil et al.)")

@@ -43,6 +43,7 @@ from typing import Iterable, Iterator
 import numpy as np
 import torch
 
+from .. import heartbeat
 from ..runlog import file_lock
 from . import generated_cache
 from .lm_config import BYTES_VOCAB_SIZE, TEXT_LAYOUT, TEXT_SHARD_PATTERNS, LmConfig
@@ -512,7 +513,8 @@ class TextCorpus:
     Tokenised once and cached in `cache_dir` as `tokens-<hash>.npy` (the hash covers the shards'
     names, sizes and times and the tokenizer's identity); a SentencePiece model trained here is
     cached there as `spm-<hash>.model`. Ranks that start together take turns through a lock file,
-    so the work is done once. The last `val_tokens` tokens are the validation text; the rest is
+    so the work is done once (the working rank reports its progress to its heartbeat, so a long
+    tokenization does not look like a hang to the launcher's watchdog). The last `val_tokens` tokens are the validation text; the rest is
     the training text (so with several shards, validation comes from the last shard).
     The SentencePiece model, when trained here, sees all shards, validation text included: it is
     unsupervised, and on a large corpus only the first SPM_SETTINGS["input_sentence_size"]
@@ -547,8 +549,13 @@ class TextCorpus:
         return self.tokenizer.vocab_size
 
     def paragraphs(self) -> Iterator[str]:
+        """Every shard's paragraphs, in order; each 10,000 reported to the heartbeat (SentencePiece's
+        training reads them one by one)."""
         for shard in self.shards:
-            yield from read_paragraphs(shard)
+            for i, p in enumerate(read_paragraphs(shard), start=1):
+                if i % 10000 == 0:
+                    heartbeat.progress()
+                yield p
 
     def _tokenizer(self, signature: str):
         cfg = self.cfg
@@ -590,6 +597,7 @@ class TextCorpus:
             if len(buf) == chunk:
                 parts.append(self.tokenizer.encode_paragraphs(buf))
                 buf = []
+                heartbeat.progress()
         parts.append(self.tokenizer.encode_paragraphs(buf))
         return np.concatenate(parts)
 
