@@ -257,9 +257,13 @@ def chance_line(df: pd.DataFrame) -> str:
 
 
 def sources_section(df: pd.DataFrame) -> str:
-    lines = [f"- **{r.paper} {r.id}**: {check} (source: {source})"
-             for r in df.itertuples() if isinstance(r.regime_sources, str) and r.regime_sources
-             for check, source in json.loads(r.regime_sources)]
+    """Each regime check once, with the claims that use it and its source in the paper."""
+    users: dict[tuple[str, str], list[str]] = {}
+    for r in df.itertuples():
+        for check, source in (json.loads(r.regime_sources) if isinstance(r.regime_sources, str) and r.regime_sources
+                              else []):
+            users.setdefault((check, source), []).append(f"{r.paper} {r.id}")
+    lines = [f"- **{check}** ({', '.join(ids)}). Source: {source}" for (check, source), ids in users.items()]
     return ("\n## Regime checks and the paper's text they operationalise\n\n" + "\n".join(lines) + "\n") if lines else ""
 
 

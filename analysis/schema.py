@@ -124,7 +124,7 @@ class RegimeCheck(Quantity):
     paper's sentence, figure or table the check operationalises, and says where its threshold
     comes from ("threshold not from the paper: ..." when the paper gives none); required."""
     check: str
-    source: str = ""
+    source: str = Field(min_length=1)
     why: str = ""
     min: Optional[float] = None
     max: Optional[float] = None

@@ -248,13 +248,36 @@ def test_claims_file_errors_name_the_claim(figure_dir, tmp_path):
 
 def test_a_failed_regime_check_gives_no_verdict(figure_dir, tmp_path):
     spec = tmp_path / "experiments.yaml"
-    plateau = {"check": "b has plateaued", "quantity": "last_gain", "series": "b", "max": 0.05}
+    plateau = {"check": "b has plateaued", "source": "Fig. 9: 'b stops improving'", "quantity": "last_gain",
+               "series": "b", "max": 0.05}
     spec.write_text(yaml.safe_dump(spec_doc(c_(regime=[plateau]), c_(id="c2", regime=[{**plateau, "max": 0.5}]))))
     df = claims.evaluate(spec, figure_dir, "embedded").set_index("id")
     # b: 2.0 at step 30 -> 1.8 at 40, a gain of 0.2 over the last quarter
     assert df.loc["c1", "verdict"] == "not in the paper's regime: b has plateaued (0.2 vs <= 0.05)"
     assert "b has plateaued: 0.2 (<= 0.05) FAIL" in df.loc["c1", "regime"]
     assert df.loc["c2", "verdict"] == "holds" and "pass" in df.loc["c2", "regime"]
+    md = claims.markdown(df.reset_index(), "toy")
+    assert "- **b has plateaued** (toy c1, toy c2). Source: Fig. 9: 'b stops improving'" in md
+
+
+def test_a_regime_check_without_a_source_fails_the_plan(tmp_path):
+    sys.path.insert(0, str(ROOT / "workflows"))
+    from experiments import ExperimentsError, load_plan
+    spec = tmp_path / "toy" / "experiments.yaml"
+    spec.parent.mkdir()
+    check = {"check": "b has plateaued", "quantity": "last_gain", "series": "b", "max": 0.05}
+    doc = spec_doc(c_(regime=[{**check, "source": "Fig. 9"}]))
+    doc["figures"]["f"]["scales"]["embedded"]["base"] = {"workload": {"name": "cifar"}, "launch": {"device": "cpu"},
+                                                         "train": {"steps": 10, "batch_per_rank": 8, "eval_every": 5}}
+    spec.write_text(yaml.safe_dump(doc))
+    assert load_plan(tmp_path, "embedded")
+    doc["claims"] = [c_(regime=[check])]
+    spec.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ExperimentsError) as e:
+        load_plan(tmp_path, "embedded")
+    assert str(e.value) == (f"{spec}: claim 'c1' (claims.0), regime.0.source: missing: every regime check needs a "
+                            "source (the paper's sentence, figure or table it operationalises, and where its "
+                            "threshold comes from)")
 
 
 def test_full_scale_only_claims_are_not_tested(figure_dir, tmp_path):

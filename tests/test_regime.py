@@ -41,7 +41,7 @@ CLAIM = Claim.model_validate({"id": "c", "claim": "x", "figure": "f", "basis": "
 
 
 def measure(**q):
-    check = RegimeCheck.model_validate({"check": "c", "min": 0, **q})
+    check = RegimeCheck.model_validate({"check": "c", "source": "s", "min": 0, **q})
     return regime.measure(check, CLAIM, None, lambda fig: (MANIFEST, curves()))
 
 
@@ -70,7 +70,7 @@ def test_config_quantities():
 
 def test_check_text_and_ratio_over_the_effect_size():
     tables = lambda fig: (MANIFEST, curves())   # noqa: E731
-    r = RegimeCheck.model_validate({"check": "plateau", "quantity": "last_gain", "max": 0.5,
+    r = RegimeCheck.model_validate({"check": "plateau", "source": "s", "quantity": "last_gain", "max": 0.5,
                                     "over": {"quantity": "difference", "series": "t", "b": "s"}})
     ok, text, failed = regime.check(r, CLAIM, None, tables)       # 0.02 / |-0.11| = 0.1818
     assert ok and text == "plateau: 0.1818 (<= 0.5) pass"

@@ -116,7 +116,7 @@ CLAIM = {"id": "c", "claim": "w2 beats w1", "figure": "figA", "basis": "step-mat
     ({"b_model": "G"}, r"claim 'c': figure 'figA', b_model: model 'G'; series 'w1' has \['0'\]"),
     ({"measure": "finale"}, r"claim 'c' \(claims.0\), measure: Input should be 'final'"),
     ({"metric": "val_acuracy"}, r"claim 'c': figure 'figA', metric: 'val_acuracy' is not logged"),
-    ({"regime": [{"check": "x", "quantity": "epochs", "series": "w9", "min": 1}]},
+    ({"regime": [{"check": "x", "source": "Fig. 1", "quantity": "epochs", "series": "w9", "min": 1}]},
      r"claim 'c': regime\[0\] \('x'\): series: series 'w9' is not in figure 'figA'"),
     ({"regime": [{"check": "x", "quantity": "epoch", "min": 1}]}, r"claim 'c' \(claims.0\), regime.0.quantity"),
 ])
