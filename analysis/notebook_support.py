@@ -2,8 +2,11 @@
 under results/<scale>/<paper>/, recompute their tables and claims from the per-run tables and
 curves the pipeline wrote, and check the recomputation against the committed claims table.
 
-The notebooks run headless from Snakemake (rule notebook) with CODIST_ROOT, CODIST_RESULTS
-and CODIST_SCALE set; opened by hand they default to this checkout and the embedded scale.
+The notebooks find this module through `codist.checkout.use_analysis()` ($CODIST_ROOT, else the
+checkout above their working directory, else the one codist is installed from), so they open in
+Jupyter and run headless (`jupytext --execute`, nbclient) from any folder. Snakemake (rule
+notebook) sets CODIST_RESULTS and CODIST_SCALE and writes the executed notebook beside the
+figures; opened by hand they read this checkout's results/ at the embedded scale.
 """
 from __future__ import annotations
 
@@ -21,7 +24,7 @@ from paper_table import side_by_side
 
 class PaperResults:
     def __init__(self, paper: str):
-        self.root = Path(os.environ.get("CODIST_ROOT", Path(__file__).resolve().parents[1]))
+        self.root = Path(__file__).resolve().parents[1]   # the checkout this module is in
         self.scale = os.environ.get("CODIST_SCALE", "embedded")
         results = Path(os.environ.get("CODIST_RESULTS", self.root / "results"))
         self.paper = paper
@@ -69,8 +72,15 @@ class PaperResults:
         display(Markdown(f"Scale: **{self.scale}**; results: `{self.dir}`"))
         for fig in self.figures():
             m = self.manifest(fig)
-            display(Markdown(f"### {fig}: {m['title']}\n\nMirrors {m.get('source', '')}. ![{fig}]({fig}.png)"))
+            display(Markdown(f"### {fig}: {m['title']}\n\nMirrors {m.get('source', '')}. "
+                             f"![{fig}]({self.link(self.dir / f'{fig}.png')})"))
             display(self.paper_table(fig) if m["kind"] == "table" else self.series_table(fig))
+
+    @staticmethod
+    def link(path: Path) -> str:
+        """`path` relative to the working directory, which is the notebook's folder: Jupyter runs
+        a notebook there, `jupytext --execute` in its output's (Snakemake's: beside the figures)."""
+        return Path(os.path.relpath(path, Path.cwd())).as_posix()
 
     def show_claims(self) -> pd.DataFrame:
         """The recomputed claims, checked against the pipeline's claims.csv."""

@@ -21,14 +21,11 @@
 # Fig. 4 (stale teachers), Table 1 (Criteo stand-in: log loss and prediction churn).
 
 # %%
-import os
-import sys
-from pathlib import Path
-
 import pandas as pd
 
-ROOT = Path(os.environ.get("CODIST_ROOT", Path.cwd()))
-sys.path.insert(0, str(ROOT / "analysis"))
+from codist.checkout import use_analysis
+
+use_analysis()   # analysis/ on sys.path: $CODIST_ROOT, else the checkout above this folder, else codist's own
 from notebook_support import PaperResults  # noqa: E402
 
 pd.set_option("display.width", 200, "display.max_columns", 30, "display.precision", 4)
