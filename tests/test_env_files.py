@@ -98,8 +98,11 @@ def test_the_environment_running_the_tests_is_the_lock():
 
 def test_every_route_runs_the_install_script_with_the_fairseq_step():
     script = (ENV / "install.sh").read_text()
-    steps = [line for line in script.splitlines() if "pip install" in line and not line.startswith("#")]
-    assert steps == ['"$PY" -m pip install -r env/requirements.lock',
+    steps = [line.strip().removesuffix(" ;;") for line in script.splitlines()
+             if "pip install" in line and not line.strip().startswith("#")]
+    assert steps == ['"$PY" -m pip install -r env/requirements.lock',   # CUDA=13, the default
+                     '"$PY" -m pip install --no-deps -r "$rest"',        # CUDA=12 (tests/test_cuda_fit.py)
+                     '"$PY" -m pip install -r env/requirements-cu12.txt',
                      '"$PY" -m pip install --no-build-isolation --no-deps -r env/requirements-fairseq.txt',
                      '"$PY" -m pip install --no-deps -e .'], steps
     assert re.search(r"^\t.*sh env/install\.sh \$\(BIN\)/python$", (ROOT / "Makefile").read_text(), re.M)

@@ -24,6 +24,7 @@ from pathlib import Path
 from .config import ConfigError, RunConfig, dump
 from .cluster import (FORKING_LAUNCHERS, expand_nodelist, hostnames, in_allocation, job_resources,  # noqa: F401
                       nodes_needed, ranks_by_srun, srun_command)   # (expand_nodelist, nodes_needed: re-exported)
+from .cuda_fit import check as check_cuda_fit
 from .inputs import check_inputs
 from .owner import owner_env
 from . import warm_server
@@ -61,6 +62,7 @@ def check_fits(cfg: RunConfig, device: str, cores: int | None = None) -> None:
     world = cfg.parallel.world_size
     hosts = hostnames(os.environ.get("SLURM_JOB_NODELIST", ""))
     check_launcher(cfg, device, hosts)
+    check_cuda_fit(cfg.launch.device)   # the driver, the GPUs and torch's CUDA build, on every path (srun too)
     if in_allocation(os.environ) and ranks_by_srun(cfg, device):   # srun places the ranks in the job's
         return                                                       # allocation (codist.cluster)
     if device == "cuda" and len(hosts) > 1:   # multi-node: the job's nodes, not this one's GPUs
