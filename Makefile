@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed
 # worth it), so a rank alive always has a core of its own.
 CORES  ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: install lock test test-fast test-slurm replicate verify dry-run bench clean-results budget gpu-check
+.PHONY: install lock test test-fast test-slurm replicate verify figures dry-run bench clean-results budget gpu-check
 
 # env/install.sh is the install of every documented route (the lock, then fairseq-fixed without
 # build isolation, then codist); make runs it in a fresh venv. CUDA=12: torch's CUDA 12 build for
@@ -51,15 +51,29 @@ test-slurm: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python tests/slurm/cluster.py run -- \
 		$(BIN)/python -m pytest -q -m slurm tests/test_slurm.py
 
-# Snakemake reuses what is up to date in results/ (a fresh clone has no runs/, so everything
-# trains); FRESH=1 retrains every run and redraws every figure from scratch.
+# Your replication: its results go to $(RESULTS) (default results-local/, git-ignored), never over
+# the committed reference results/; a fresh clone has no results-local/, so every run of the default
+# tier trains (Snakemake then reuses what is up to date there; FRESH=1 retrains everything). It ends
+# with workflows/compare.py: every table and claim beside the reference's (bit-identical, within seed
+# noise, different), written to $(RESULTS)/embedded/comparison.md. TARGETS="sun2016/cifar10.csv ..."
+# (relative to $(RESULTS)/embedded/) makes only those. RESULTS=results regenerates the reference.
+RESULTS ?= results-local
 replicate: $(STAMP)
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --profile env/profiles/local --cores $(CORES) $(if $(FRESH),--forceall)
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake $(addprefix $(RESULTS)/embedded/,$(TARGETS)) \
+		--profile env/profiles/local --cores $(CORES) $(if $(FRESH),--forceall) --config results=$(RESULTS)
+	$(BIN)/python workflows/compare.py --results $(RESULTS) --reference results
 
-# Regenerates the replication in a temporary folder and compares every committed table with it
-# (non-timing columns, exactly); TARGETS="sun2016/cifar10.csv ..." checks only those.
+# Regenerates the replication in a temporary folder and compares every committed table with it:
+# fails unless every non-timing column is bit-identical (and says, per table, whether a difference
+# is within seed noise); TARGETS="sun2016/cifar10.csv ..." checks only those.
 verify: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python workflows/verify.py --cores $(CORES) $(TARGETS)
+
+# Every figure and claims table redrawn from the tables under $(FROM)/embedded/ (default the committed
+# results/), without training (workflows/figures.py: only the rules that draw from tables run).
+FROM ?= results
+figures: $(STAMP)
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python workflows/figures.py --results $(FROM) --cores $(CORES)
 
 dry-run: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake --profile env/profiles/local -n

@@ -147,3 +147,21 @@ rule notebook:
         "CODIST_SCALE={wildcards.scale} CODIST_RESULTS={params.results:q} CODIST_ROOT={params.root:q}"
         " {params.python:q} -m jupytext --to ipynb --execute --output {output:q}.tmp.ipynb {input.notebook:q} > {log:q} 2>&1"
         " && mv {output:q}.tmp.ipynb {output:q}"
+
+
+rule machine:
+    """The machines the figures' runs ran on (CPU, torch's CPU capability, BLAS, threads), from
+    their manifests (workflows/machine.py): what workflows/compare.py names beside a difference."""
+    input:
+        lambda wc: sorted({f"{d}/manifest.json" for p, f in PLAN.figures for d in PLAN.run_dirs(p, f, RESULTS)}),
+    output:
+        f"{RESULTS}/{{scale}}/machine.json",
+    log:
+        f"{RESULTS}/{{scale}}/logs/machine.log",
+    params:
+        python=PYTHON,
+        script=Path(workflow.basedir) / "workflows" / "machine.py",
+    conda: CONDA_ENV
+    localrule: True
+    shell:
+        "{params.python:q} {params.script:q} --out {output:q} {input:q} > {log:q} 2>&1"

@@ -14,7 +14,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import DeploymentMethod
 
 sys.path.insert(0, str(Path(workflow.basedir) / "workflows"))
-from experiments import KINDS, ExperimentsError, load_plan, manifest_text
+from experiments import KINDS, ExperimentsError, load_plan, manifest_text, unplanned_target
 from workflow_config import WorkflowConfigError, check
 
 try:   # --config keys and values (workflows/workflow_config.py): a typo fails here, naming what is allowed
@@ -43,6 +43,13 @@ try:
     PLAN = load_plan(REPLICATIONS, SCALE, CONFIG.data_root)
 except ExperimentsError as e:
     raise WorkflowError(f"cannot plan scale {SCALE!r} from {REPLICATIONS}:\n{e}") from None
+
+# A requested figure that exists at another scale only: one line naming the command that makes it,
+# instead of Snakemake's bare MissingRuleException. The targets are not known while the Snakefile
+# is parsed, so the command line is read: only a path of such a figure matches.
+_UNPLANNED = list(filter(None, (unplanned_target(PLAN, RESULTS, a) for a in sys.argv[1:] if not a.startswith("-"))))
+if _UNPLANNED:
+    raise WorkflowError("\n".join(_UNPLANNED))
 
 
 def _one_of(names):
@@ -77,11 +84,12 @@ def paper_targets(paper):
 
 
 def all_targets():
-    """Every figure and table of every paper at SCALE, the claims tables and the notebooks."""
+    """Every figure and table of every paper at SCALE, the claims tables, the notebooks and the
+    machines the runs ran on."""
     return ([t for p in PAPERS for t in paper_targets(p)]
             + [f"{RESULTS}/{SCALE}/{p}/{name}" for p in PAPERS for name in ("claims.csv", "claims.md")]
             + [f"{RESULTS}/{SCALE}/{p}/notebook.ipynb" for p in PAPERS if (ANALYSIS / "notebooks" / f"{p}.py").exists()]
-            + [f"{RESULTS}/{SCALE}/claims.csv", f"{RESULTS}/{SCALE}/claims.md"])
+            + [f"{RESULTS}/{SCALE}/claims.csv", f"{RESULTS}/{SCALE}/claims.md", f"{RESULTS}/{SCALE}/machine.json"])
 
 
 def plot_inputs(wc):

@@ -101,6 +101,8 @@ class Plan:
     figures: dict[tuple[str, str], Figure] = field(default_factory=dict)
     configs: dict[str, RunConfig] = field(default_factory=dict)
     declared_by: dict[str, str] = field(default_factory=dict)   # run id -> first declaration
+    # (paper, figure) -> the scales it declares, for every figure, planned at this scale or not
+    scales_of: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
 
     def config(self, run_id: str) -> RunConfig:
         if run_id not in self.configs:
@@ -261,6 +263,7 @@ def load_paper(path: str | os.PathLike, scale: str, plan: Plan) -> None:
         where = f"{path}: {paper} {fig_id}"
         if not ID_RE.match(str(fig_id)):
             raise ExperimentsError(f"{where}: figure id must match {ID_RE.pattern}")
+        plan.scales_of[(paper, str(fig_id))] = tuple(fig.scales)
         if scale not in fig.scales:
             continue
         where = f"{where}, scale {scale!r}"
@@ -338,6 +341,23 @@ def load_plan(root: str | os.PathLike, scale: str, data_root: str | None = None)
         plan.configs = {rid: with_data_root(cfg, data_root) if needs_root(cfg) else cfg
                         for rid, cfg in plan.configs.items()}
     return plan
+
+
+def unplanned_target(plan: Plan, results: str, target: str) -> str | None:
+    """What to say about a requested file of a figure that exists, but not at the plan's scale
+    (Snakemake would only say it has no rule for it); None for any other file."""
+    m = re.fullmatch(rf"{re.escape(results.rstrip('/'))}/{re.escape(plan.scale)}/([^/]+)/([^/]+?)"
+                     r"(_curves\.csv|_paper\.csv|_paper\.md|_values\.csv|_runs\.json|\.png|\.csv|\.md)",
+                     os.path.normpath(target))
+    if not m or (m[1], m[2]) in plan.figures or (m[1], m[2]) not in plan.scales_of:
+        return None
+    scales = plan.scales_of[(m[1], m[2])]
+    name = f"{m[2]}{m[3]}"
+    if "full" in scales:
+        return (f"{target}: {m[1]} {m[2]} is a full-scale figure only (no {plan.scale} runs); it is made by "
+                f"`snakemake --profile env/profiles/slurm {results}/full/{m[1]}/{name} --config scale=full"
+                + (f" results={results}`" if results != "results" else "`"))
+    return f"{target}: {m[1]} {m[2]} has no {plan.scale} runs (declared scales: {', '.join(scales)})"
 
 
 def manifest_text(plan: Plan, paper: str, figure: str, results: str) -> str:

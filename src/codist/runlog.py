@@ -6,7 +6,8 @@
   tag `<key>/<model>` (val_accuracy/0, comm_bytes/G, ...) at x = the update; rewritten with the
   rows when a run resumes.
 - summary.json: written last, only by a run that finished, so its presence means complete.
-- manifest.json: resolved config, seed, git commit, package versions, hardware, launcher.
+- manifest.json: resolved config, seed, git commit, package versions, hardware (CPU model, torch's CPU
+  capability, BLAS, threads), launcher.
 - logs/rank<N>.log: each rank's stdout and stderr (when codist.launch started it).
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import subprocess
 import tempfile
 from importlib import metadata
@@ -228,14 +230,40 @@ def git_state(cwd: str | os.PathLike | None = None) -> dict:
         return {"commit": None, "dirty": None}
 
 
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux), else what platform knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def torch_build_setting(key: str) -> str | None:
+    """One `KEY=value` of torch's build settings (torch.__config__.show()), e.g. BLAS_INFO."""
+    import torch
+    m = re.search(rf"\b{key}=([^,\s]+)", torch.__config__.show())
+    return m.group(1) if m else None
+
+
 def hardware() -> dict:
+    """What a number can depend on besides the config: the CPU and the kernels torch picks on it
+    (its CPU capability: AVX2 / AVX512 code paths give other floating-point sums), the BLAS torch
+    was built with, and the threads this process runs (called after the rank set its threads)."""
     import torch
     info = {
         "hostname": platform.node(),
         "platform": platform.platform(),
         "python": platform.python_version(),
         "cpu": platform.processor() or platform.machine(),
+        "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "blas": torch_build_setting("BLAS_INFO"),
+        "torch_threads": torch.get_num_threads(),
+        "torch_interop_threads": torch.get_num_interop_threads(),
         "cuda_available": torch.cuda.is_available(),
     }
     if torch.cuda.is_available():
