@@ -138,3 +138,29 @@ def test_the_criteo_reader_reports_progress_and_caches_once(tmp_path, monkeypatc
     monkeypatch.undo()
     x3, _ = ctr.cached_criteo(data, 1000, 10, cache)   # other settings: another cache file
     assert len(x3) == 10 and len(list(cache.glob("*.npy"))) == 2 + 2
+
+
+def test_an_imagefolder_is_listed_once_as_torchvision_lists_it(tmp_path, monkeypatch):
+    from torchvision import datasets
+    from torchvision.datasets import folder as tv_folder
+    from codist.workloads.imagefolder_list import ListedImageFolder
+    root = tmp_path / "train"
+    for c, n in (("b_cls", 3), ("a_cls", 2), ("c_cls", 1)):
+        (root / c).mkdir(parents=True)
+        for i in range(n):
+            (root / c / f"{i}.jpg").write_bytes(b"")
+    (root / "a_cls" / "notes.txt").write_text("not an image")
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setattr(heartbeat, "_progress", 0)
+    listed = ListedImageFolder(root, cache)
+    assert listed.samples == datasets.ImageFolder(root).samples and heartbeat._progress == 3   # a class at a time
+    assert len(list(cache.glob("imagefolder-*.json"))) == 1
+    monkeypatch.setattr(tv_folder, "make_dataset", lambda *a, **k: pytest.fail("listed again"))
+    again = ListedImageFolder(root, cache)
+    assert again.samples == listed.samples and again.targets == listed.targets
+    monkeypatch.undo()
+    (root / "c_cls" / "9.jpg").write_bytes(b"")   # a new file changes its folder: listed anew
+    assert ListedImageFolder(root, cache).samples == datasets.ImageFolder(root).samples
+    assert len(list(cache.glob("imagefolder-*.json"))) == 2
+    assert ListedImageFolder(root, None).samples == datasets.ImageFolder(root).samples

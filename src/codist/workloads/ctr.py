@@ -57,7 +57,6 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-import sys
 import zlib
 from pathlib import Path
 
@@ -73,6 +72,7 @@ from ..runlog import file_lock
 from .base import Metric, Workload
 from .ctr_config import CATEGORICAL_FEATURES, CRITEO_LAYOUT, DENSE_FEATURES, CtrConfig
 from .ctr_embedded import EmbeddedCtrSource, generate_embedded  # noqa: F401 (generate_embedded: ctr.X callers)
+from .prepared import cache_folder
 
 FIELDS = 1 + DENSE_FEATURES + CATEGORICAL_FEATURES      # 40 fields per Criteo line
 INPUT_WIDTH = DENSE_FEATURES + CATEGORICAL_FEATURES     # 39 values per packed input row
@@ -249,25 +249,12 @@ def cached_criteo(path: str | Path, hash_buckets: int, max_lines: int | None,
     return torch.from_numpy(x), torch.from_numpy(y)
 
 
-def criteo_cache_dir(cfg: CtrConfig) -> Path | None:
-    """`workload.cache_dir`, default <data_dir>/.codist_cache; None (with one line on stderr) when
-    it cannot be created: then every rank parses the files itself."""
-    folder = Path(cfg.cache_dir) if cfg.cache_dir else Path(cfg.data_dir) / ".codist_cache"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        return folder
-    except OSError as e:
-        print(f"codist: cannot create the Criteo cache folder {str(folder)!r} ({e}); every rank parses the files "
-              f"itself (set workload.cache_dir to a writable folder)", file=sys.stderr)
-        return None
-
-
 def criteo_splits(cfg: CtrConfig) -> tuple[TensorDataset, TensorDataset]:
     """Training and validation sets of `dataset: criteo` (see `CtrConfig` for the hold-out rule)."""
     root = Path(cfg.data_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"Criteo data_dir {str(root)!r} does not exist; expected {CRITEO_LAYOUT}")
-    cache = criteo_cache_dir(cfg)
+    cache = cache_folder(cfg.cache_dir, cfg.data_dir, "Criteo")
 
     def read(name: str, max_lines: int | None):
         if cache is None:

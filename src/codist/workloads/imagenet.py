@@ -76,14 +76,17 @@ class ImageFolderData:
 
     def splits(self):
         if self._splits is None:
-            from torchvision import datasets, transforms
+            from torchvision import transforms
+            from .imagefolder_list import ListedImageFolder
+            from .prepared import cache_folder
             cfg = self.cfg
             train_dir, val_dir = check_imagefolder(cfg.data_dir)
             norm = transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)
-            train = datasets.ImageFolder(train_dir, loader=load_image, transform=transforms.Compose([
+            cache = cache_folder(cfg.cache_dir, cfg.data_dir, "ImageFolder")
+            train = ListedImageFolder(train_dir, cache, loader=load_image, transform=transforms.Compose([
                 transforms.RandomResizedCrop(cfg.image_size), transforms.RandomHorizontalFlip(),
                 transforms.ToTensor(), norm]))
-            val = datasets.ImageFolder(val_dir, loader=load_image, transform=transforms.Compose([
+            val = ListedImageFolder(val_dir, cache, loader=load_image, transform=transforms.Compose([
                 transforms.Resize(cfg.val_resize), transforms.CenterCrop(cfg.image_size), transforms.ToTensor(),
                 norm]))
             self._splits = train, val

@@ -24,6 +24,9 @@ class ImagenetConfig(WorkloadSection):
     name: Literal["imagenet"] = "imagenet"
     dataset: Literal["embedded", "imagefolder"] = "embedded"
     data_dir: str | None = Field(None, description=f"for imagefolder: {IMAGEFOLDER_LAYOUT}")
+    cache_dir: str | None = Field(None, description="imagefolder: where each split's file list is cached, listed "
+                                  "once for every rank and run (default <data_dir>/.codist_cache); named by a hash "
+                                  "of the folders' paths and modification times")
     arch: Literal["resnet50", "resnet18", "resnext101_32x8d", "cifar_resnet8", "cifar_resnet20"] = "cifar_resnet8"
     width: StrictInt = Field(16, ge=4, description="base width of the cifar_resnet* archs (embedded)")
     image_size: StrictInt = Field(224, ge=8, le=512, description="training crop (224 in Goyal et al.)")
