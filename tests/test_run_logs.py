@@ -1,6 +1,7 @@
 """A run's live views: the TensorBoard event file (read back with TensorBoard's own
-EventAccumulator) holds exactly metrics.jsonl's values; a resumed run's event file is rewritten
-with its rows."""
+EventAccumulator) holds exactly metrics.jsonl's values, in a TensorBoard run named by the config's
+name and seed, with the config as hyperparameters; a resumed run's event file is rewritten with
+its rows."""
 from __future__ import annotations
 
 import json
@@ -15,12 +16,21 @@ from conftest import launch_run, read_rows
 from codist.runlog import MetricsLog
 
 
+def event_folder(run: Path) -> Path:
+    """The one TensorBoard run under run/tensorboard (the folder holding its event file)."""
+    files = list((run / "tensorboard").rglob("events.out.tfevents.*"))
+    assert len(files) == 1, files   # the lead rank's only
+    return files[0].parent
+
+
 def tensorboard_values(run: Path) -> dict[tuple[str, str, int], float]:
     """(key, model, step) -> value of every scalar in run/tensorboard, as TensorBoard reads it."""
-    acc = EventAccumulator(str(run / "tensorboard"), size_guidance={TENSORS: 0})
+    acc = EventAccumulator(str(event_folder(run)), size_guidance={TENSORS: 0})
     acc.Reload()
     out = {}
     for tag in acc.Tags()["tensors"]:
+        if tag.startswith(("_hparams_/", "config/")):
+            continue
         key, model = tag.rsplit("/", 1)
         for event in acc.Tensors(tag):
             assert (key, model, event.step) not in out, f"{tag} at step {event.step} written twice"
@@ -45,7 +55,7 @@ def test_event_file_of_a_real_run_equals_its_metrics(tmp_path):
     assert {m for _, m, _ in expected} >= {"0", "1"} and any(k == "comm_bytes" and v > 0 for (k, _, _), v in
                                                                expected.items())
     assert tensorboard_values(run) == expected
-    assert len(list((run / "tensorboard").glob("events.out.tfevents.*"))) == 1   # the lead rank's only
+    assert event_folder(run) == run / "tensorboard" / "tiny-seed0"   # the config's name and seed, not the run id
 
 
 def test_a_resumed_log_rewrites_its_event_file_with_the_checkpoint_rows(tmp_path):
@@ -62,6 +72,31 @@ def test_a_resumed_log_rewrites_its_event_file_with_the_checkpoint_rows(tmp_path
     again = rows[:2] + [{**rows[2], "val_loss": 0.25}]
     assert tensorboard_values(tmp_path) == row_values(again)
     assert [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()] == again
+
+
+def test_the_tensorboard_run_is_named_by_series_and_seed_and_carries_the_config(tmp_path):
+    from tensorboard.plugins.hparams import plugin_data_pb2
+    config = {"name": "cifar-codistill-x2-w2-seed3", "seed": 3, "scale": "embedded",
+              "algorithm": {"name": "codistill", "alpha": 0.5, "milestones": [100, 200], "burn_in": None},
+              "launch": {"launcher": "warm"}}
+    log = MetricsLog(tmp_path / "metrics.jsonl", config)
+    log.replace([])
+    log.append({"step": 1, "model": "0", "val_loss": 2.0})
+    assert event_folder(tmp_path) == tmp_path / "tensorboard" / "cifar-codistill-x2-w2-seed3"
+    acc = EventAccumulator(str(event_folder(tmp_path)), size_guidance={TENSORS: 0})
+    acc.Reload()
+    start = plugin_data_pb2.HParamsPluginData.FromString(
+        acc.PluginTagToContent("hparams")["_hparams_/session_start_info"]).session_start_info
+    values = {k: v.WhichOneof("kind") and getattr(v, v.WhichOneof("kind")) for k, v in start.hparams.items()}
+    assert values == {"seed": 3, "scale": "embedded", "algorithm.name": "codistill", "algorithm.alpha": 0.5,
+                      "algorithm.milestones": "[100, 200]", "algorithm.burn_in": "null"}   # no launch, no name
+    assert list(acc.PluginTagToContent("hparams")) == ["_hparams_/session_start_info"]   # no per-run experiment
+    text = tensor_util.make_ndarray(acc.Tensors("config/text_summary")[0].tensor_proto).item().decode()
+    assert "    name: cifar-codistill-x2-w2-seed3" in text and "    algorithm:" in text
+    # a config name without its seed gets it appended; no config: "run"
+    other = MetricsLog(tmp_path / "b" / "metrics.jsonl", {"name": "codistill-2x1", "seed": 0})
+    other.append({"step": 1, "model": "0", "val_loss": 1.0})
+    assert event_folder(tmp_path / "b").name == "codistill-2x1-seed0"
 
 
 @pytest.mark.slow

@@ -2,9 +2,9 @@
 
 - metrics.jsonl: one row per evaluation (per model), appended and flushed; a resumed run
   truncates rows past its checkpoint.
-- tensorboard/: the same rows as TensorBoard scalars (`tensorboard --logdir results/<scale>/runs`),
-  tag `<key>/<model>` (val_accuracy/0, comm_bytes/G, ...) at x = the update; rewritten with the
-  rows when a run resumes.
+- tensorboard/<name>-seed<seed>/: the same rows as TensorBoard scalars (`tensorboard --logdir
+  results/<scale>/runs`), tag `<key>/<model>` (val_accuracy/0, comm_bytes/G, ...) at x = the update,
+  and the config as hyperparameters and text; rewritten with the rows when a run resumes.
 - summary.json: written last, only by a run that finished, so its presence means complete.
 - manifest.json: resolved config, seed, git commit, package versions, hardware (CPU model, torch's CPU
   capability, BLAS, threads), launcher.
@@ -100,12 +100,14 @@ def atomic_write_json(path: str | os.PathLike, obj) -> None:
 
 class MetricsLog:
     """Appends JSON rows to metrics.jsonl; each row is one line, flushed and fsynced. Each row
-    also goes to the TensorBoard event file in tensorboard/ beside it (flushed per row)."""
+    also goes to the TensorBoard event file under tensorboard/ beside it (flushed per row).
+    `config`: the run's resolved config (codist.config.to_dict), which names the TensorBoard run
+    and is logged as its hyperparameters."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, config: dict | None = None):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.events = TensorBoardLog(self.path.parent / "tensorboard")
+        self.events = TensorBoardLog(self.path.parent / "tensorboard", config)
 
     def append(self, row: dict) -> None:
         with open(self.path, "a") as f:
@@ -120,20 +122,48 @@ class MetricsLog:
         self.events.restart(rows)
 
 
+def tensorboard_label(config: dict) -> str:
+    """A run's TensorBoard name: its config name (the workflow's says workload, algorithm, models,
+    world size and seed) with its seed, not the run id's hash; TensorBoard names a run by its folder."""
+    name, seed = str(config.get("name") or "run"), config.get("seed")
+    if seed is not None and not name.endswith(f"seed{seed}"):
+        name = f"{name}-seed{seed}"
+    return "".join(c if c.isalnum() or c in "-_.=" else "_" for c in name)
+
+
+def hyperparameters(config: dict, prefix: str = "") -> dict[str, int | float | str | bool]:
+    """The config as TensorBoard hparams: dotted keys; lists and None as text. `launch` and `name`
+    are left out (they change no result, as in the run id)."""
+    out = {}
+    for key, value in config.items():
+        if not prefix and key in ("launch", "name"):
+            continue
+        if isinstance(value, dict):
+            out.update(hyperparameters(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value if isinstance(value, (int, float, str, bool)) else json.dumps(value)
+    return out
+
+
 class TensorBoardLog:
     """Metrics rows as TensorBoard scalars: every numeric value of a row, tag `<key>/<model>`,
-    at step = the row's update. Created on first use (torch.utils.tensorboard, lead rank only)."""
+    at step = the row's update, in `<folder>/<tensorboard_label>/`; the config as the run's
+    hyperparameters (HParams tab; its metrics are the scalars) and as text (tag `config`). Created
+    on first use (torch.utils.tensorboard, lead rank only)."""
 
     SKIP = ("step", "model")
 
-    def __init__(self, folder: Path):
-        self.folder = folder
+    def __init__(self, folder: Path, config: dict | None = None):
+        self.root = folder
+        self.config = config or {}
+        self.folder = folder / tensorboard_label(self.config)
         self.writer = None
 
     def add(self, row: dict) -> None:
         if self.writer is None:
             from torch.utils.tensorboard import SummaryWriter
             self.writer = SummaryWriter(log_dir=str(self.folder))
+            self._add_config()
         for key, value in row.items():
             if key not in self.SKIP and isinstance(value, (int, float)) and not isinstance(value, bool):
                 # float64 tensors, not float32 simple_values: byte counts past 2^24 stay exact
@@ -141,13 +171,25 @@ class TensorBoardLog:
                                        double_precision=True)
         self.writer.flush()   # a live view: each evaluation is on disk when its row is
 
+    def _add_config(self) -> None:
+        if not self.config:
+            return
+        import yaml
+        from torch.utils.tensorboard.summary import hparams
+        # the session's start only: TensorBoard's HParams tab then takes the metrics from the
+        # scalars and lists every run under one experiment (no per-run experiment summary)
+        _, session_start, _ = hparams(hyperparameters(self.config), {})
+        self.writer.file_writer.add_summary(session_start)
+        text = yaml.safe_dump(self.config, sort_keys=False)
+        self.writer.add_text("config", "".join(f"    {line}\n" for line in text.splitlines()))   # a code block
+
     def restart(self, rows: list[dict]) -> None:
         """The event files start over with `rows` (a resumed run drops what came after its checkpoint)."""
         import shutil
         if self.writer is not None:
             self.writer.close()
             self.writer = None
-        shutil.rmtree(self.folder, ignore_errors=True)
+        shutil.rmtree(self.root, ignore_errors=True)
         for row in rows:
             self.add(row)
 

@@ -175,7 +175,8 @@ def set_up(args) -> Run:
     algo.setup()
     stream = algo.train_stream()
     evaluate = Evaluator(ctx, algo)
-    return Run(cfg, out, topo, meter, workload, algo, stream, evaluate, MetricsLog(out / "metrics.jsonl"), heartbeat,
+    log = MetricsLog(out / "metrics.jsonl", config_mod.to_dict(cfg))   # the config names its TensorBoard run
+    return Run(cfg, out, topo, meter, workload, algo, stream, evaluate, log, heartbeat,
                stop, threads, device, launched=float(os.environ.get("CODIST_LAUNCH_UNIX", t_process)))
 
 
