@@ -20,7 +20,7 @@ import pandas as pd
 
 from codist.runlog import atomic_write_text
 
-# Per-run columns, in order; units are in the names (Conventions in DESIGN.md).
+# Per-run columns, in order; units are in the names (_s seconds, _bytes bytes).
 TABLE_COLUMNS = [
     "series", "seed", "run_id", "world_size", "models", "steps", "samples", "metric",
     "final_metric", "best_metric", "best_step", "target", "step_to_target", "wall_s_to_target",

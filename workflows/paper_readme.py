@@ -1,9 +1,10 @@
 """replications/<paper>/README.md from replications/<paper>/experiments.yaml: every figure (what it
 mirrors, its runs per scale, the command that makes it) and every claim (what the paper says, on
 which basis, and whether this scale tests it). The experiments file is the source; the README is
-written from it, never by hand, so it cannot go stale (tests/test_paper_readmes.py):
+written from it, never by hand, so it cannot go stale (tests/test_paper_readmes.py). The same
+files give the top README's list of figure ids per scale (between its FIGURES markers):
 
-    python workflows/paper_readme.py            # rewrites every paper's README
+    python workflows/paper_readme.py            # rewrites every paper's README and that list
 """
 from __future__ import annotations
 
@@ -89,10 +90,49 @@ def load(experiments: Path) -> Paper:
     return parse(yaml.safe_load(experiments.read_text()), experiments)
 
 
+BEGIN, END = "<!-- FIGURES: written by `python workflows/paper_readme.py` -->", "<!-- /FIGURES -->"
+
+
+def figures_list(specs: list[Paper]) -> str:
+    """The top README's figure ids: all of them (each at scale=full), then what the embedded scale builds."""
+    def ids(spec, scale=None):
+        return ", ".join(f"`{f}`" for f, fig in spec.figures.items() if scale is None or scale in fig.scales)
+    every = "; ".join(f"{s.paper} {ids(s)}" for s in specs)
+    embedded = [(s, [f for f, fig in s.figures.items() if "embedded" in fig.scales]) for s in specs]
+    full_only = "; ".join(f"{s.paper} " + ", ".join(f"`{f}`" for f, fig in s.figures.items()
+                                                   if "embedded" not in fig.scales)
+                          for s in specs if any("embedded" not in fig.scales for fig in s.figures.values()))
+    at_full = ("all at `scale=full`" if all("full" in fig.scales for s in specs for fig in s.figures.values())
+               else "at `scale=full`: " + "; ".join(f"{s.paper} {ids(s, 'full')}" for s in specs))
+    return "\n".join([
+        BEGIN,
+        f"Figure ids: {every} ({at_full}). The embedded scale builds the "
+        f"{sum(len(f) for _, f in embedded)} whose claims it can test or account for: "
+        + "; ".join(f"{s.paper} {ids(s, 'embedded')}" for s, _ in embedded) + ".",
+        f"The others are full-scale only ({full_only}): their claims read \"not tested at this scale\" with the",
+        "reason, and asking for one at the embedded scale says so and names the command that makes it.",
+        END])
+
+
+def readme_with_figures(text: str, specs: list[Paper]) -> str:
+    """`text` (the top README) with its FIGURES block rewritten."""
+    head, sep, rest = text.partition(BEGIN)
+    if not sep or END not in rest:
+        raise SystemExit(f"README.md: no {BEGIN} ... {END} block to write the figure list into")
+    return head + figures_list(specs) + rest.split(END, 1)[1]
+
+
+def papers() -> list[Path]:
+    return sorted((ROOT / "replications").glob("*/experiments.yaml"))
+
+
 def main() -> int:
-    for experiments in sorted((ROOT / "replications").glob("*/experiments.yaml")):
+    for experiments in papers():
         (experiments.parent / "README.md").write_text(readme(load(experiments)))
         print(f"wrote {experiments.parent / 'README.md'}")
+    top = ROOT / "README.md"
+    top.write_text(readme_with_figures(top.read_text(), [load(e) for e in papers()]))
+    print(f"wrote the figure list of {top}")
     return 0
 
 
