@@ -18,6 +18,10 @@ collectives before the rank's meter exists are counted as setup. What the meter 
 flagged: each gloo process group numbers its collectives, and `unseen_calls` is that number minus
 the calls the meter counted on the group (summary.json: comm.unseen_collectives_all_ranks).
 
+Every tensor a collective gets must be on the run's device (`CommMeter.device`): NCCL has no CPU
+backend, so a CPU tensor that gloo accepts here would stop a GPU run. The hooks check it for every
+collective once the rank's meter exists, and raise one line naming the category and the caller.
+
 Tiers: a collective whose group lies inside one model's data-parallel group travels on
 fast links ("within"); one whose group spans several models' groups travels between
 groups ("between", the slow links of a cluster).
@@ -27,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import os
 import sys
 import threading
 from collections import defaultdict
@@ -67,9 +72,11 @@ class Counter:
 
 @dataclass
 class CommMeter:
-    """Counts one rank's traffic. `model_of[r]` is the model (group) index of global rank r."""
+    """Counts one rank's traffic. `model_of[r]` is the model (group) index of global rank r;
+    `device`: the run's device, where every tensor of a collective must live."""
     rank: int
     model_of: list[int]
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     counts: dict = field(default_factory=lambda: defaultdict(Counter))  # (category, tier) -> Counter
     current: str = "setup"
     seen: dict = field(default_factory=lambda: defaultdict(int))  # process group -> collectives counted on it
@@ -139,9 +146,11 @@ class CommMeter:
             return dist.all_gather(tensor_list, tensor, group=group, async_op=async_op)
 
     def exchange(self, send: torch.Tensor, dst: int, recv: torch.Tensor, src: int, category=None) -> None:
-        """Point-to-point: send `send` to global rank dst while receiving `recv` from src."""
+        """Point-to-point: send `send` to global rank dst while receiving `recv` from src, as one
+        batch (`batch_isend_irecv`): NCCL can deadlock on separate isend/irecv calls whose peers
+        post them in another order; each op is still counted by the isend/irecv hooks."""
         with self.category(category or self.current):
-            reqs = [dist.isend(send, dst), dist.irecv(recv, src)]
+            reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, send, dst), dist.P2POp(dist.irecv, recv, src)])
         for r in reqs:
             r.wait()
 
@@ -161,6 +170,16 @@ class CommMeter:
         pending, _pending[:] = list(_pending), []
         for op, payload, group, src, peer, collectives in pending:
             self.record(op, payload, group, src=src, category="setup", peer=peer, collectives=collectives)
+
+    def check_device(self, op: str, tensors) -> None:
+        """Raise (one line: category, collective, the caller's file:line) if a tensor of this
+        collective is not on the run's device."""
+        for t in tensors:
+            d = t.device
+            if d.type != self.device.type or (self.device.index is not None and d.index != self.device.index):
+                raise CollectiveDeviceError(
+                    f"codist: a '{self.current}' {op} at {_caller()} got a tensor on {d}, but this run's "
+                    f"collectives need the run's device {self.device} (NCCL has no CPU backend)")
 
     def unseen_calls(self) -> int:
         """Collectives this process ran that the meter did not count: per gloo process group, the
@@ -198,6 +217,28 @@ class CommMeter:
         return out
 
 
+class CollectiveDeviceError(RuntimeError):
+    """A collective got a tensor that is not on the run's device."""
+
+
+_HERE = os.path.abspath(__file__)
+_TORCH_WRAPPERS = (os.path.join("torch", "distributed", "distributed_c10d.py"),
+                   os.path.join("torch", "distributed", "c10d_logger.py"))
+
+
+def _caller() -> str:
+    """file:line of the first frame outside this module and torch's collective wrappers (the call
+    site that built the tensor), as its last two path components (codist/train.py:93)."""
+    f = sys._getframe(1)
+    while f is not None and (os.path.abspath(f.f_code.co_filename) == _HERE
+                             or f.f_code.co_filename.endswith(_TORCH_WRAPPERS)):
+        f = f.f_back
+    if f is None:
+        return "an unknown caller"
+    parts = os.path.normpath(f.f_code.co_filename).split(os.sep)
+    return f"{'/'.join(parts[-2:])}:{f.f_lineno}"
+
+
 # ---------------------------------------------------------------- the hooks, once per process
 _active: CommMeter | None = None   # the rank's meter, once it exists
 _pending: list[tuple] = []          # (op, payload, group, src, peer, collectives) counted before it existed
@@ -211,7 +252,9 @@ def _process_group(group):
     return group
 
 
-def _count(op: str, payload: int, group, src, peer, collectives: int = 1) -> None:
+def _count(op: str, payload: int, group, src, peer, collectives: int = 1, tensors=()) -> None:
+    if _active is not None:
+        _active.check_device(op, tensors)   # before the collective runs (and before it is counted)
     if _active is None:
         _pending.append((op, payload, group, src, peer, collectives))
     else:
@@ -230,7 +273,7 @@ def install_hooks() -> None:
     """
     c10d = dist.distributed_c10d
 
-    def hook(name, op, payload_of):
+    def hook(name, op, payload_of, tensors_of):
         original = getattr(c10d, name)
         if getattr(original, "_codist_metered", False):
             return
@@ -241,8 +284,9 @@ def install_hooks() -> None:
             if getattr(_inside, "depth", 0):
                 return original(*args, **kwargs)
             a = sig.bind(*args, **kwargs).arguments
-            peer = a.get("dst", a.get("src")) if op in ("send", "recv") else None
-            _count(op, payload_of(a), a.get("group"), None if peer is not None else a.get("src"), peer)
+            peer = _peer(a) if op in ("send", "recv") else None
+            _count(op, payload_of(a), a.get("group"), None if peer is not None else a.get("src"), peer,
+                   tensors=tensors_of(a))
             _inside.depth = 1
             try:
                 return original(*args, **kwargs)
@@ -254,19 +298,31 @@ def install_hooks() -> None:
 
     first = lambda key: (lambda a: tensor_bytes(a[key]))
     every = lambda key: (lambda a: sum(tensor_bytes(t) for t in a[key]))
-    hook("all_reduce", "all_reduce", first("tensor"))
-    hook("all_reduce_coalesced", "all_reduce", every("tensors"))
-    hook("broadcast", "broadcast", first("tensor"))
-    hook("all_gather", "all_gather", first("tensor"))
-    hook("all_gather_into_tensor", "all_gather", first("input_tensor"))
-    hook("reduce_scatter_tensor", "reduce_scatter", first("input"))
-    hook("send", "send", first("tensor"))
-    hook("isend", "send", first("tensor"))
-    hook("recv", "recv", first("tensor"))
-    hook("irecv", "recv", first("tensor"))
-    hook("barrier", "barrier", lambda a: 0)
+
+    def tensors(*keys):   # every tensor the collective reads or writes
+        return lambda a: [t for k in keys for t in (a[k] if isinstance(a.get(k), (list, tuple)) else [a[k]])]
+    hook("all_reduce", "all_reduce", first("tensor"), tensors("tensor"))
+    hook("all_reduce_coalesced", "all_reduce", every("tensors"), tensors("tensors"))
+    hook("broadcast", "broadcast", first("tensor"), tensors("tensor"))
+    hook("all_gather", "all_gather", first("tensor"), tensors("tensor_list", "tensor"))
+    hook("all_gather_into_tensor", "all_gather", first("input_tensor"), tensors("output_tensor", "input_tensor"))
+    hook("reduce_scatter_tensor", "reduce_scatter", first("input"), tensors("output", "input"))
+    for name, op in (("send", "send"), ("isend", "send"), ("recv", "recv"), ("irecv", "recv")):
+        hook(name, op, first("tensor"), tensors("tensor"))
+    hook("barrier", "barrier", lambda a: 0, lambda a: [])
     _hook_broadcast_coalesced()
     _hook_verify_params()
+
+
+def _peer(a: dict) -> int | None:
+    """The global rank at the other end of a send or recv: `dst` / `src`, or `group_dst` /
+    `group_src` (a rank of `group`; batch_isend_irecv passes those)."""
+    for key in ("dst", "src"):
+        if a.get(key) is not None:
+            return a[key]
+        if a.get(f"group_{key}") is not None:
+            return dist.get_global_rank(_process_group(a.get("group")), a[f"group_{key}"])
+    return None
 
 
 def _hook_verify_params() -> None:
@@ -279,6 +335,8 @@ def _hook_verify_params() -> None:
         return
 
     def wrapped(process_group, params, logger=None):
+        if _active is not None:
+            _active.check_device("_verify_params_across_processes", params)
         out, ran = _numbered(process_group, lambda: original(process_group, params, logger))
         for _ in range(ran or 0):
             _count("barrier", 0, process_group, None, None)   # a 0-byte call
@@ -298,6 +356,8 @@ def _hook_broadcast_coalesced() -> None:
     def wrapped(group, tensors, buffer_size, src=0):
         # it runs one broadcast per bucket of one dtype (BatchNorm: float statistics, an int64
         # counter), each numbered by the group: take that count from the group itself
+        if _active is not None:
+            _active.check_device("_broadcast_coalesced", tensors)
         out, ran = _numbered(group, lambda: original(group, tensors, buffer_size, src))
         _count("broadcast", sum(tensor_bytes(t) for t in tensors), group, dist.get_global_rank(group, src), None,
                max(1, ran or 1))

@@ -53,7 +53,9 @@ class Evaluator:
             probed = [probe() if topo.dp_rank == 0 else 0.0 for probe in self.probes.values()]   # one rank per model
             table[i, len(keys):] = torch.tensor([train_loss_sum, train_loss_count, ctx.meter.sent_bytes(),
                                                  distill_sum, distill_count, *probed], dtype=torch.float64)
+        table = table.to(ctx.device)   # built on the CPU from host numbers; the collective needs the run's device
         ctx.meter.all_reduce(table, category="eval")
+        table = table.cpu()
         out = {}
         for i, name in enumerate(self.names):
             vals = dict(zip(cols, table[i].tolist()))

@@ -89,11 +89,11 @@ class StopFlag:
     def _handler(self, signum, frame):
         self.raised = 1
 
-    def agreed(self, meter) -> bool:
+    def agreed(self, meter, device: torch.device) -> bool:
         if not self.raised and owner_gone():
             print("codist: the codist run that started this rank is gone; stopping", file=sys.stderr)
             self.raised = 1
-        flag = torch.tensor([self.raised], dtype=torch.int32)
+        flag = torch.tensor([self.raised], dtype=torch.int32, device=device)   # NCCL: on the GPU
         meter.all_reduce(flag, op=torch.distributed.ReduceOp.MAX, category="control")
         return bool(flag.item())
 
@@ -167,7 +167,7 @@ def set_up(args) -> Run:
     stop = StopFlag()
     topo = init(cfg.parallel.models, backend, timeout_s=cfg.launch.collective_timeout_s)
     heartbeat = Heartbeat(out, topo.rank, topo.world_size, cfg.launch.hang_timeout_s)   # beats while preparing
-    meter = CommMeter(topo.rank, topo.model_of())
+    meter = CommMeter(topo.rank, topo.model_of(), device)   # checks every collective's tensors are on `device`
     meter.install_hooks()
     workload = build_workload(workload_with_data(cfg), cfg.seed)   # data_dir joined to launch.data_root
     ctx = TrainContext(cfg, topo, meter, workload, device, out)
@@ -245,7 +245,7 @@ def train_loop(run: Run, until: int | None = None) -> int | None:
             if code is not None:
                 return code
         progress.step()
-        if done < steps and done % STOP_CHECK_EVERY == 0 and run.stop.agreed(run.meter):
+        if done < steps and done % STOP_CHECK_EVERY == 0 and run.stop.agreed(run.meter, run.device):
             save_checkpoint(run, done)
             if run.lead:
                 print(f"codist: stopped by signal after update {done}; checkpoint written, rerun to resume",
@@ -304,8 +304,7 @@ def finish(run: Run) -> None:
             if cfg.train.save_model:
                 atomic_torch_save(model.state_dict(), run.out / f"model_{name}.pt")
             write_predictions(run, name, model)
-    totals = meter.as_tensor()
-    meter.all_reduce(totals, category="control")
+    totals = job_traffic(meter, run.device)
     if run.lead:
         setup_s = (run.first_step_unix - run.launched) if run.first_step_unix else None
         atomic_write_json(run.out / "summary.json", summary(
@@ -315,6 +314,13 @@ def finish(run: Run) -> None:
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
     run.heartbeat.finish()
+
+
+def job_traffic(meter: CommMeter, device: torch.device) -> torch.Tensor:
+    """The meter's counters summed over every rank (one all-reduce on the run's device), on the CPU."""
+    totals = meter.as_tensor().to(device)
+    meter.all_reduce(totals, category="control")
+    return totals.cpu()
 
 
 def write_predictions(run: Run, name: str, model) -> None:
