@@ -86,9 +86,12 @@ bench: $(STAMP)
 budget: $(STAMP)
 	$(BIN)/python -m codist.budget --readme README.md --csv results/bench/full_scale_budget.csv
 
-# On a CUDA machine: every full-scale model's fp32/bf16 throughput and peak memory on one GPU
-# (results/bench/gpu_throughput.csv; sized for ~8 min on one H200, not yet run on a GPU), the NCCL
-# checks with >= 2 GPUs, then the tests marked cuda. CPU smoke run of the same code: benchmarks/gpu_check.py --device cpu --steps 2 --batch 2
+# codist's own loop on the GPU (benchmarks/gpu_codist_check.py: per workload family a 2-rank
+# codist run over NCCL, codistillation / EC-DNN exchanges, evaluation, stop checks, a checkpoint,
+# SIGTERM and the resume; one model of one rank with a single GPU), then every full-scale model's
+# fp32/bf16 throughput and peak memory on one GPU (benchmarks/gpu_check.py,
+# results/bench/gpu_throughput.csv) and the NCCL checks with >= 2 GPUs, then the tests marked cuda.
+# On a CPU-only machine the same script runs tiny runs on the CPU and says so (~1-2 min).
 gpu-check: $(STAMP)
-	$(BIN)/python benchmarks/gpu_check.py
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python benchmarks/gpu_codist_check.py
 	$(BIN)/python -m pytest -q -m cuda tests/test_gpu_check.py

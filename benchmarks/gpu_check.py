@@ -285,6 +285,15 @@ def collectives(device: str, force: bool) -> list[str]:
 
 # --------------------------------------------------------------------------- main
 
+def write_csv(out: Path, columns: list[str], rows: list[dict]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=columns)
+        w.writeheader()
+        w.writerows(rows)
+    print(f"wrote {out} ({len(rows)} rows)")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
@@ -343,12 +352,7 @@ def main(argv=None) -> int:
                   f"{table.units[spec.model]}s/s  peak {r['peak_mem_gib'] or '-'} GiB  "
                   f"(reference {ref[0] or '-'} {ref[1] or '-'})  {took}", flush=True)
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
-    print(f"wrote {out} ({len(rows)} rows)")
+    write_csv(out, COLUMNS, rows)
     try:
         for line in collectives(args.device, args.collectives):
             print(line, flush=True)

@@ -124,3 +124,35 @@ def test_one_gpu_says_it_skips_nccl(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     assert gpu_check.collectives("cuda", force=False) == [
         "skip: the NCCL all-reduce and codistillation exchange need >= 2 GPUs; this machine has 1"]
+
+
+# --------------------------------------------------------------------------- codist's own loop (gpu_codist_check)
+
+import gpu_codist_check  # noqa: E402
+
+
+def test_codist_check_configs_are_valid_runs_for_every_family():
+    from codist import config
+    for device, gpus in (("cuda", 8), ("cuda", 1), ("cpu", 0)):
+        got = gpu_codist_check.runs(device, gpus)
+        assert {w for w, _, _ in got} == {"cifar", "ctr", "lm", "translation", "imagenet"}
+        for name, algo, raw in got:
+            cfg = config.validate(raw, f"{name} {algo}")
+            assert cfg.train.checkpoint_every and cfg.train.steps >= (300 if device == "cuda" else 40)
+            if gpus == 1:   # NCCL: one GPU, one rank
+                assert cfg.parallel.world_size == 1 and algo == "allreduce"
+            else:
+                assert (cfg.parallel.world_size, cfg.parallel.models) == (2, 2)
+        if gpus != 1:
+            assert {a for _, a, _ in got} == {"codistill", "ensemble_compress"}
+
+
+def test_codist_check_stops_and_resumes_a_real_run_on_the_cpu(tmp_path, capsys):
+    """The CPU mode for one family: a real 2-model codist run, SIGTERM after its first checkpoint
+    (exit 3), the same command again resumes and finishes (exit 0)."""
+    out = tmp_path / "check.csv"
+    assert gpu_codist_check.main(["--device", "cpu", "--only", "ctr", "--no-throughput", "--out", str(out)]) == 0
+    (row,) = rows(out)
+    assert row["workload"] == "ctr" and row["ok"] == "True" and row["exit_codes"] == "3 0"
+    assert 0 < int(row["resumed_from"]) < int(row["steps"])
+    assert "running the same checks on the CPU" in capsys.readouterr().out
