@@ -3,7 +3,8 @@
 Layout under RUN/checkpoint/:
   step-<N>/group-<g>.pt   one per model group (its first rank writes it): model, optimizer,
                           scheduler and algorithm state (teachers, ensemble members, rounds)
-  step-<N>/rank-<r>.pt    one per rank: RNG state, the meter's counters, loop timers
+  step-<N>/rank-<r>.pt    one per rank: RNG state, the meter's counters, loop timers, the
+                          algorithm's per-rank state (PowerSGD's residuals)
   latest.json             written by rank 0 after every rank has written: {"step", "run_id"}
 
 A checkpoint is used only if latest.json names this run's id; files are loaded with

@@ -191,6 +191,7 @@ def resume(run: Run) -> None:
         t_load = time.perf_counter()
         group_state, rank_state = checkpoint.load(out, start, run_id, topo.rank, topo.model_index)
         run.algo.load_checkpoint_state(group_state["algorithm"])
+        run.algo.load_rank_checkpoint_state(rank_state.get("algorithm", {}))   # this rank's own (PowerSGD's residuals)
         torch.set_rng_state(rank_state["rng"])
         run.meter.load_tensor(rank_state["meter"])
         run.timers, run.rows = rank_state["timers"], json.loads(rank_state["rows"])
@@ -212,7 +213,7 @@ def save_checkpoint(run: Run, done: int) -> None:
         group_state = {"group": topo.model_index, "algorithm": run.algo.checkpoint_state()}
     checkpoint.save(run.out, done, run.cfg.run_id(), topo.rank, group_state,
                     {"rng": torch.get_rng_state(), "meter": run.meter.as_tensor(), "timers": timers,
-                     "rows": json.dumps(run.rows)},
+                     "rows": json.dumps(run.rows), "algorithm": run.algo.rank_checkpoint_state()},
                     barrier=lambda: run.meter.barrier())
     timers["checkpoint_s"] = timers.get("checkpoint_s", 0.0) + time.perf_counter() - t0
     timers["checkpoints"] = timers.get("checkpoints", 0) + 1

@@ -135,6 +135,14 @@ class Algorithm:
             state["grad_scaler"] = self.update.scaler.state_dict()
         return state
 
+    def rank_checkpoint_state(self) -> dict:
+        """What this rank alone holds (checkpointed per rank, `checkpoint_state` once per group):
+        nothing by default. Tensors and plain values only."""
+        return {}
+
+    def load_rank_checkpoint_state(self, state: dict) -> None:
+        """Restore what `rank_checkpoint_state` gave, on this rank."""
+
     def load_checkpoint_state(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])

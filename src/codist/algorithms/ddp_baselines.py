@@ -34,7 +34,9 @@ class PowerSGD(DDPAlgorithm):
             warm_start=a.warm_start, random_seed=self.cfg.seed)
         return self.powersgd_state, psgd.powerSGD_hook
 
-    _TENSOR_DICTS = ("error_dict", "p_memory_dict", "q_memory_dict")
+    # P and Q are all-reduced, so the same on every rank of the group: with the group's state. The
+    # error-feedback residuals are each rank's own (its gradient minus the approximation): per rank.
+    _GROUP_DICTS = ("p_memory_dict", "q_memory_dict")
 
     def checkpoint_state(self) -> dict:
         s = self.powersgd_state
@@ -42,7 +44,7 @@ class PowerSGD(DDPAlgorithm):
         return {**super().checkpoint_state(), "powersgd_iter": s.iter,
                 "powersgd_rng": {"keys": torch.from_numpy(keys.astype("int64")), "pos": pos,
                                  "has_gauss": has_gauss, "gauss": gauss},
-                **{name: dict(getattr(s, name)) for name in self._TENSOR_DICTS}}
+                **{name: dict(getattr(s, name)) for name in self._GROUP_DICTS}}
 
     def load_checkpoint_state(self, state: dict) -> None:
         import numpy as np
@@ -51,9 +53,21 @@ class PowerSGD(DDPAlgorithm):
         s.iter = state["powersgd_iter"]
         r = state["powersgd_rng"]
         s.rng.set_state(("MT19937", r["keys"].numpy().astype(np.uint32), r["pos"], r["has_gauss"], r["gauss"]))
-        for name in self._TENSOR_DICTS:
-            getattr(s, name).clear()
-            getattr(s, name).update(state[name])
+        for name in self._GROUP_DICTS:
+            self._restore(name, state[name])
+
+    def rank_checkpoint_state(self) -> dict:
+        return {"error_dict": dict(self.powersgd_state.error_dict)}
+
+    def load_rank_checkpoint_state(self, state: dict) -> None:
+        self._restore("error_dict", state["error_dict"])
+
+    def _restore(self, name: str, tensors: dict) -> None:
+        """A PowerSGD memory from a checkpoint (loaded on the CPU) onto the run's device, where the hook
+        computes with it."""
+        memory = getattr(self.powersgd_state, name)
+        memory.clear()
+        memory.update({k: v.to(self.ctx.device) for k, v in tensors.items()})
 
 
 class PostLocalSGD(DDPAlgorithm):
