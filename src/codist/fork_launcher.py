@@ -70,13 +70,14 @@ def preload(train_args: list[str]) -> None:
     from deepspeed.runtime.engine import DeepSpeedEngine  # noqa: F401
     import torch.utils.cpp_extension  # noqa: F401  (setuptools: DeepSpeed loads its CPU comm op with it)
     import torch.utils.tensorboard  # noqa: F401  (rank 0's event file, codist.runlog; ~0.3 s, no threads until used)
-    from . import config  # noqa: F401  first: it loads CODIST_PLUGINS, whose algorithms import the engine
+    from . import config  # first: it loads CODIST_PLUGINS, whose algorithms import the engine
     from . import engine, train
-    workload = None   # the run's `workload:` section
-    try:   # none for a warm server's first preload
-        from . import config as config_mod
+    name, workload = None, None   # the run's workload and its config class, from the raw YAML: no
+    try:   # validation here (a warm server's main loop); none for a warm server's first preload
+        from .workloads import REGISTRY
         if train_args:
-            workload = config_mod.load(train.parse_args(train_args).config).workload
+            name = (config.load_raw(train.parse_args(train_args).config).get("workload") or {}).get("name", "cifar")
+            workload = REGISTRY[name][0]
     except (Exception, SystemExit):   # the rank reports a bad config itself, with its own error path
         pass
     if not hasattr(engine, "without_fairseq") or (workload is not None and workload.needs_fairseq):
@@ -91,7 +92,7 @@ def preload(train_args: list[str]) -> None:
         root.handlers[:] = handlers
     if workload is not None:
         from .workloads import workload_class
-        workload_class(workload.name)
+        workload_class(name)
     warm_deepspeed_ops()
 
 

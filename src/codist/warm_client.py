@@ -2,9 +2,17 @@
 code and environment, hand it one run, and wait for it like a subprocess.
 
 The socket is keyed by everything the server's imports depend on: the interpreter, the codist
-sources (path, size, mtime: an edited file gets a new server, never stale code) and the
-environment read at import time (threads, accelerator, paths). Runs with the same key share
-one server; a stale one idles out (codist.warm_server).
+sources and the CODIST_PLUGINS modules' files (path, size, mtime: an edited file gets a new
+server, never stale code) and the environment read at import time (threads, accelerator,
+paths). Runs with the same key share one server; a stale one idles out (codist.warm_server).
+
+Trust: the socket's folder must be this user's own, mode 0700 (`warm_server.private_dir`); the
+process listening on the socket must run as this user (SO_PEERCRED), checked before the request
+(environment, output) is sent. The run's pid is signalled only while it is the server's child
+leading its own session, with the start time seen when the run began. A server that cannot be
+used (untrusted folder, another user's socket, a stopped server, no answer) raises
+WarmUnavailable once, with one line; later tries in this process fail at once with the same
+line, and `codist.launch` runs the fork launcher itself.
 """
 from __future__ import annotations
 
@@ -19,21 +27,29 @@ import tempfile
 import time
 from pathlib import Path
 
-from .warm_server import MessageReader, send_message
+from .warm_server import MessageReader, UntrustedPath, open_private, peer_credentials, private_dir, send_message
 
 # environment variables read while torch, numpy (OpenBLAS) and DeepSpeed import
 # (and CODIST_PLUGINS: the server imports those modules with codist.config)
 IMPORT_ENV_PREFIXES = ("OMP_", "MKL_", "KMP_", "OPENBLAS_", "TORCH", "DS_", "CUDA", "PYTHON", "LD_", "NCCL_",
                        "CODIST_PLUGINS")
 CONNECT_TIMEOUT_S = 120.0   # a new server listens within a second; the budget is for a loaded machine
+POLL_S = 0.2                # while waiting for the server's answer: how often to look whether it is stopped
 IDLE_S_DEFAULT = 300.0        # a server with no run exits after this long (CODIST_WARM_IDLE_S)
 
 
+class WarmUnavailable(RuntimeError):
+    """The warm server cannot be used safely or in time; the message is one line saying why."""
+
+
+#: why this process gave up on the warm server: said once, later tries fail at once with it
+unavailable: str | None = None
+
+
 def runtime_dir() -> Path:
+    """This user's folder for the servers' sockets, locks and logs (UntrustedPath if it is not private)."""
     base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    path = Path(base) / f"codist-warm-{os.getuid()}"
-    path.mkdir(mode=0o700, exist_ok=True)
-    return path
+    return private_dir(Path(base) / f"codist-warm-{os.getuid()}")
 
 
 def stop_servers(runtime: Path, sig: int = signal.SIGTERM) -> None:
@@ -48,20 +64,64 @@ def stop_servers(runtime: Path, sig: int = signal.SIGTERM) -> None:
                 pass
 
 
+def plugin_files(env: dict[str, str]) -> list[str]:
+    """The files of the CODIST_PLUGINS modules (comma-separated module names) where the server
+    would find them (its PYTHONPATH, then this interpreter's path), looked up without importing
+    anything; a module not found adds nothing."""
+    from importlib.machinery import PathFinder
+    files = []
+    for name in (n.strip() for n in env.get("CODIST_PLUGINS", "").split(",")):
+        search = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p] + sys.path
+        parts, spec = name.split("."), None
+        for i in range(len(parts) if name else 0):
+            spec = PathFinder.find_spec(".".join(parts[:i + 1]), search)
+            if spec is None:
+                break
+            search = list(spec.submodule_search_locations or [])
+        if spec is not None and spec.origin and os.path.isfile(spec.origin):
+            files.append(spec.origin)
+    return files
+
+
 def server_key(env: dict[str, str]) -> str:
     h = hashlib.sha256(sys.executable.encode())
     package = Path(__file__).resolve().parent
     for path in sorted(package.rglob("*.py")):
         st = path.stat()
         h.update(f"{path.relative_to(package)}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    for path in plugin_files(env):
+        st = os.stat(path)
+        h.update(f"{path}:{st.st_size}:{st.st_mtime_ns}\n".encode())
     for name in sorted(env):
         if name.startswith(IMPORT_ENV_PREFIXES):
             h.update(f"{name}={env[name]}\n".encode())
     return h.hexdigest()[:16]
 
 
-def connect(env: dict[str, str]) -> socket.socket:
-    """A connection to this key's server, starting one if none answers."""
+def process_stat(pid: int) -> tuple[str, int, int, int] | None:
+    """(state, parent pid, session id, start time in ticks) of a live process, from /proc; None if gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()   # after the command name, which may hold spaces
+    return fields[0], int(fields[1]), int(fields[3]), int(fields[19])
+
+
+def connect(env: dict[str, str]) -> tuple[socket.socket, int]:
+    """A connection to this key's server, starting one if none answers, and the server's pid;
+    WarmUnavailable (remembered for this process) if it cannot be trusted or reached."""
+    global unavailable
+    if unavailable is not None:
+        raise WarmUnavailable(unavailable)
+    try:
+        return _connect(env)
+    except (WarmUnavailable, UntrustedPath) as e:
+        unavailable = str(e)
+        raise WarmUnavailable(unavailable) from None
+
+
+def _connect(env: dict[str, str]) -> tuple[socket.socket, int]:
     path = runtime_dir() / f"{server_key(env)}.sock"
     log = path.with_suffix(".log")
     deadline = time.monotonic() + CONNECT_TIMEOUT_S
@@ -70,19 +130,26 @@ def connect(env: dict[str, str]) -> socket.socket:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.connect(str(path))
-            return sock
+            pid, uid, _ = peer_credentials(sock)
+            if uid != os.geteuid():   # before anything is sent: the request carries the environment
+                sock.close()
+                raise WarmUnavailable(f"{path} is served by uid {uid} (pid {pid}), not by this user")
+            return sock, pid
         except (FileNotFoundError, ConnectionRefusedError):
             sock.close()
         if server is None:
             idle_s = env.get("CODIST_WARM_IDLE_S", str(IDLE_S_DEFAULT))
-            with log.open("ab") as out:
+            out = open_private(log, os.O_WRONLY | os.O_APPEND)
+            try:
                 server = subprocess.Popen(
                     [sys.executable, "-m", "codist.warm_server", "--socket", str(path), "--idle_s", idle_s],
                     env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
+            finally:
+                os.close(out)
         elif server.poll() not in (None, 0):   # 0: another server holds the lock and is starting
-            raise RuntimeError(f"the warm server exited with code {server.returncode}; see {log}")
+            raise WarmUnavailable(f"the warm server exited with code {server.returncode}; see {log}")
         if time.monotonic() > deadline:
-            raise RuntimeError(f"no warm server answered on {path} within {CONNECT_TIMEOUT_S:.0f} s; see {log}")
+            raise WarmUnavailable(f"no warm server answered on {path} within {CONNECT_TIMEOUT_S:.0f} s; see {log}")
         time.sleep(0.02)
 
 
@@ -96,13 +163,44 @@ class WarmRun:
         {"cli": `codist run`'s arguments, "env", "config", "launched_unix"} (codist.warm_cli);
         `key_env`: the environment whose import-time part picks the server."""
         self.returncode: int | None = None
-        self.sock = connect(key_env)
-        send_message(self.sock, {**request, "cwd": os.getcwd()}, fds=[sys.stdout.fileno(), sys.stderr.fileno()])
+        self.sock, self.server_pid = connect(key_env)
+        send_message(self.sock, {**request, "cwd": os.getcwd()})
         self.reader = MessageReader(self.sock)
-        reply = self.reader.read()
+        reply = self._answer()
+        if reply is not None and "refused" in reply:
+            self.sock.close()
+            raise WarmUnavailable(f"the warm server refused the run: {reply['refused']}")
         if reply is None or "pid" not in reply:
+            self.sock.close()
             raise RuntimeError("the warm server closed the connection before starting the run")
         self.pid = reply["pid"]
+        seen = process_stat(self.pid)
+        if seen is None or seen[1] != self.server_pid or seen[2] != self.pid:
+            self.sock.close()   # the supervisor sees its client gone and stops the run
+            raise RuntimeError(f"the warm server named pid {self.pid}, which is not its own run (a child of "
+                               f"pid {self.server_pid} leading its session); not waiting for it")
+        self.started = seen[3]
+        send_message(self.sock, {"output": True}, fds=[sys.stdout.fileno(), sys.stderr.fileno()])
+
+    def _answer(self) -> dict | None:
+        """The server's first answer; WarmUnavailable if the server is stopped (SIGSTOP) meanwhile
+        (what it queued starts nothing: the supervisor finds this connection closed)."""
+        deadline = time.monotonic() + CONNECT_TIMEOUT_S
+        while not select.select([self.sock], [], [], POLL_S)[0]:
+            state = process_stat(self.server_pid)
+            if state is not None and state[0] in "Tt":
+                self.sock.close()
+                raise WarmUnavailable(f"the warm server (pid {self.server_pid}) is stopped; not waiting for it")
+            if time.monotonic() > deadline:
+                self.sock.close()
+                raise WarmUnavailable(f"the warm server (pid {self.server_pid}) did not answer within "
+                                      f"{CONNECT_TIMEOUT_S:.0f} s")
+        return self.reader.read()
+
+    def ours(self) -> bool:
+        """The run's supervisor is still the process that started this run (not a reused pid)."""
+        seen = process_stat(self.pid)
+        return seen is not None and seen[2] == self.pid and seen[3] == self.started
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is not None:
@@ -112,21 +210,22 @@ class WarmRun:
             if not ready:
                 raise subprocess.TimeoutExpired(["codist.warm_server", str(self.pid)], timeout)
         reply = self.reader.read()
-        # no exit code: the server itself died; the run's own session is still ours to end
+        # no exit code: the supervisor died with the server; the run's own session is still ours to end
         self.returncode = reply["rc"] if reply and "rc" in reply else self._orphaned()
         self.sock.close()
         return self.returncode
 
     def _orphaned(self) -> int:
         print(f"codist: the warm server ended before run {self.pid} did; stopping it", file=sys.stderr)
-        try:
-            os.killpg(self.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        if self.ours():
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         return 1
 
     def send_signal(self, sig: int) -> None:
-        if self.returncode is None:
+        if self.returncode is None and self.ours():
             try:
                 os.kill(self.pid, sig)
             except ProcessLookupError:

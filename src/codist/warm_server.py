@@ -20,10 +20,20 @@ Why our own server rather than a library: the runs must fork from a process that
 imports (fork's copy-on-write), which a process pool or a job runner does not give with
 per-run sessions, output and signals.
 
-One server per socket, i.e. per key (codist.warm_client: the codist sources, the interpreter
-and the import-time environment), guaranteed by an exclusive lock on PATH.lock held for the
-server's life. It exits after `idle_s` with no run alive; SIGTERM/SIGINT stop it accepting and
-it exits once its runs have ended.
+One server per socket, i.e. per key (codist.warm_client: the codist sources, the interpreter,
+the import-time environment and the CODIST_PLUGINS modules' files), guaranteed by an exclusive
+lock on PATH.lock held for the server's life. It exits after `idle_s` with no run alive;
+SIGTERM/SIGINT stop it accepting and it exits once its runs have ended.
+
+Trust: the socket lies in a folder of this user's, mode 0700 (`private_dir`, checked by both ends);
+the lock and log files are opened without following links. A caller whose credentials
+(SO_PEERCRED) name another user is refused at accept, whatever the folder's mode. Requests are read
+without blocking (one idle connection delays nobody, and is dropped after REQUEST_TIMEOUT_S). The
+main loop never validates a config: it reads only the raw YAML's workload name to import that
+workload; the supervisor validates. The supervisor, not the server, answers its own pid (after
+setsid, so the client can check it is the server's child leading its own session) and its exit
+code (the client does not depend on the server once the run started); a supervisor whose client
+has already gone (a request queued while the server was stopped) starts nothing.
 """
 from __future__ import annotations
 
@@ -34,6 +44,7 @@ import os
 import select
 import signal
 import socket
+import stat
 import struct
 import sys
 import time
@@ -46,6 +57,8 @@ from . import fork_launcher
 HEADER = struct.Struct("!I")   # length of the JSON message that follows
 MAX_FDS = 2                    # the client's stdout and stderr
 REQUEST_TIMEOUT_S = 10.0       # a client that connects must send its request within this
+MAX_MESSAGE = 16 << 20         # a request's JSON (argv, environment) is a few kB
+PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 RETRY_COLD = 75                # `codist run` in a supervisor: this server's imports do not fit; run it yourself
 
 
@@ -58,6 +71,43 @@ class Supervised:
 
 
 supervised: Supervised | None = None
+
+
+def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
+    """(pid, uid, gid) of the process at the other end of a Unix socket, from the kernel: the
+    client for the server, the process that listened (the server) for the client."""
+    return PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, PEERCRED.size))
+
+
+class UntrustedPath(RuntimeError):
+    """The warm server's folder or a file in it is not this user's private one (one line: why)."""
+
+
+def private_dir(path: Path) -> Path:
+    """`path` as a folder only this user can use: created with mode 0700, or, if it exists, a real
+    directory (not a symbolic link) owned by this user with no permission for group or others;
+    otherwise UntrustedPath. (Another user may have made it first in a shared temp directory.)"""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        raise UntrustedPath(f"{path}: cannot create the warm server's folder: {e.strerror}") from None
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a directory"
+        raise UntrustedPath(f"{path} is {what}; expected this user's own folder (mode 0700)")
+    if st.st_uid != os.geteuid():
+        raise UntrustedPath(f"{path} belongs to uid {st.st_uid}, not to this user (uid {os.geteuid()})")
+    if st.st_mode & 0o077:
+        raise UntrustedPath(f"{path} has mode {stat.S_IMODE(st.st_mode):04o}; expected 0700 (other users "
+                            f"could replace the server)")
+    return path
+
+
+def open_private(path: Path, flags: int) -> int:
+    """os.open for the server's own files: never through a symbolic link, created 0600."""
+    return os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
 
 
 def send_message(sock: socket.socket, message: dict, fds: list[int] = ()) -> None:
@@ -73,21 +123,34 @@ class MessageReader:
     (two messages may arrive in one read: a run that ends at once)."""
 
     def __init__(self, sock: socket.socket):
-        self.sock, self.buf, self.fds = sock, b"", []
+        self.sock, self.buf, self.fds, self.ended = sock, b"", [], False
+
+    def complete(self) -> dict | None:
+        """A whole message already received, or None."""
+        if len(self.buf) >= HEADER.size:
+            size = HEADER.unpack_from(self.buf)[0]
+            if size > MAX_MESSAGE:
+                raise ValueError(f"a message of {size} bytes (at most {MAX_MESSAGE})")
+            end = HEADER.size + size
+            if len(self.buf) >= end:
+                message, self.buf = json.loads(self.buf[HEADER.size:end]), self.buf[end:]
+                return message
+        return None
+
+    def receive(self) -> None:
+        """One read (blocks unless the socket is ready or non-blocking); sets `ended` at the end of the stream."""
+        chunk, fds, _, _ = socket.recv_fds(self.sock, 65536, MAX_FDS)
+        self.fds += fds
+        self.ended = not chunk
+        self.buf += chunk
 
     def read(self) -> dict | None:
         """The next message, or None at the end of the stream."""
-        while True:
-            if len(self.buf) >= HEADER.size:
-                end = HEADER.size + HEADER.unpack_from(self.buf)[0]
-                if len(self.buf) >= end:
-                    message, self.buf = json.loads(self.buf[HEADER.size:end]), self.buf[end:]
-                    return message
-            chunk, fds, _, _ = socket.recv_fds(self.sock, 65536, MAX_FDS)
-            self.fds += fds
-            if not chunk:
+        while (message := self.complete()) is None:
+            self.receive()
+            if self.ended:
                 return None
-            self.buf += chunk
+        return message
 
     def take_fds(self) -> list[int]:
         fds, self.fds = self.fds, []
@@ -98,27 +161,74 @@ def exit_code(status: int) -> int:
     return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
 
 
+def client_gone(conn: socket.socket) -> bool:
+    """The client sends nothing after its request: a readable connection is an ended (or reset) one."""
+    try:
+        ready, _, _ = select.select([conn], [], [], 0)
+        return bool(ready) and conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except OSError:
+        return True
+
+
+def request_error(request: dict, key: str) -> str | None:
+    """Why the supervisor must not run `request`, or None. The same checks for both kinds: a
+    "cli" request runs `codist run` only (its own lock, and the key check after validation:
+    codist.launch), an "argv" request only with the import-time environment of this server's key."""
+    if "cli" in request:
+        if request["cli"][:1] != ["run"]:
+            return f"a 'cli' request runs 'codist run' only, not {request['cli'][:1]}"
+        return None
+    from .warm_client import server_key
+    if server_key(request["env"]) != key:
+        return "the request's import-time environment does not match this server's key"
+    return None
+
+
+def output_fds(conn: socket.socket) -> list[int]:
+    """The client's stdout and stderr, sent (SCM_RIGHTS) after it checked the supervisor's pid."""
+    conn.settimeout(REQUEST_TIMEOUT_S)
+    reader = MessageReader(conn)
+    message = reader.read()
+    fds = reader.take_fds()
+    conn.settimeout(None)
+    if message != {"output": True} or len(fds) != MAX_FDS:
+        raise RuntimeError(f"expected the client's stdout and stderr, got {message!r} with {len(fds)} fds")
+    return fds
+
+
 class Server:
     def __init__(self, path: Path, idle_s: float):
         self.path, self.idle_s = path, idle_s
         self.runs: dict[int, socket.socket] = {}   # supervisor pid -> its client's connection
+        self.pending: dict[socket.socket, tuple[MessageReader, float]] = {}   # -> (its reader, deadline)
         self.stopping = False
 
-    def supervise(self, conn: socket.socket, request: dict, fds: list[int]) -> None:
+    def supervise(self, conn: socket.socket, request: dict) -> None:
         """In the forked supervisor: become the run's session, take the client's output,
         environment and cwd, start the ranks (or run the client's `codist run` itself, which
-        starts them: codist.warm_cli); never returns."""
+        starts them: codist.warm_cli); never returns. Answers its own pid first (then receives the
+        client's stdout and stderr) and its exit code last."""
         code = 1
         try:
             signal.set_wakeup_fd(-1)
             for s in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
                 signal.signal(s, signal.SIG_DFL)
             self.listener.close()
+            os.close(self.lock_fd)   # the server's alone: a new server can start while this run goes on
             os.close(self.wake_r)
             os.close(self.wake_w)
-            for other in self.runs.values():
+            for other in [*self.runs.values(), *self.pending]:
                 other.close()
             os.setsid()
+            refused = request_error(request, self.path.stem)
+            if refused or client_gone(conn):   # gone: queued while the server was stopped, say
+                print(f"codist.warm_server: supervisor {os.getpid()}: "
+                      f"{refused or 'the client has gone'}; nothing started", file=sys.stderr, flush=True)
+                if refused:
+                    send_message(conn, {"refused": refused})
+                os._exit(1)
+            send_message(conn, {"pid": os.getpid()})   # a session leader, child of the server: the client checks
+            fds = output_fds(conn)   # only now: a client gone meanwhile left no fds of its in our queue
             for target, fd in zip((1, 2), fds):
                 os.dup2(fd, target)
                 os.close(fd)
@@ -136,41 +246,68 @@ class Server:
         except BaseException:
             traceback.print_exc()
         fork_launcher.flush_std()
+        try:
+            send_message(conn, {"rc": code})   # from here: the client needs no server to learn it
+        except OSError:
+            pass
         os._exit(code)   # not the server's atexit handlers: they belong to the server
 
-    def start_run(self, conn: socket.socket) -> None:
-        conn.settimeout(REQUEST_TIMEOUT_S)
-        reader = MessageReader(conn)
-        try:
-            request = reader.read()
-        except (OSError, ValueError) as e:
-            print(f"codist.warm_server: bad request: {e}", file=sys.stderr)
-            request = None
-        fds = reader.take_fds()
-        if request is None or len(fds) != MAX_FDS:
-            for fd in fds:
-                os.close(fd)
+    def accept(self) -> None:
+        """A new connection: refused unless its process runs as this user; its request is read
+        as it arrives (`receive`), so a slow or idle client blocks nobody."""
+        conn, _ = self.listener.accept()
+        pid, uid, _ = peer_credentials(conn)
+        if uid != os.geteuid():
+            print(f"codist.warm_server: refused a connection from pid {pid}, uid {uid}: this server "
+                  f"serves uid {os.geteuid()} only", file=sys.stderr, flush=True)
             conn.close()
             return
-        conn.settimeout(None)
+        conn.setblocking(False)
+        self.pending[conn] = (MessageReader(conn), time.monotonic() + REQUEST_TIMEOUT_S)
+
+    def receive(self, conn: socket.socket) -> None:
+        reader, _ = self.pending[conn]
+        try:
+            reader.receive()
+            request = reader.complete()
+        except (OSError, ValueError) as e:
+            print(f"codist.warm_server: bad request: {e}", file=sys.stderr, flush=True)
+            request, reader.ended = None, True
+        if request is None and not reader.ended:
+            return   # more to come
+        del self.pending[conn]
+        for fd in reader.take_fds():   # the output comes once the client has checked the supervisor
+            os.close(fd)
+        if not isinstance(request, dict):
+            conn.close()
+            return
+        conn.setblocking(True)
+        self.start_run(conn, request)
+
+    def drop_late(self) -> None:
+        now = time.monotonic()
+        for conn, (reader, deadline) in list(self.pending.items()):
+            if now > deadline:
+                print(f"codist.warm_server: no request within {REQUEST_TIMEOUT_S:.0f} s; connection closed",
+                      file=sys.stderr, flush=True)
+                del self.pending[conn]
+                for fd in reader.take_fds():
+                    os.close(fd)
+                conn.close()
+
+    def start_run(self, conn: socket.socket, request: dict) -> None:
         try:   # what the run's ranks import (its workload, fairseq for translation): cached for the next runs
             train_args = (["--config", request["config"], "--out", request["cwd"]] if "cli" in request
                           else fork_launcher.parse_args(request["argv"]).train_args)
-            fork_launcher.preload(train_args)
+            fork_launcher.preload(train_args)   # the raw YAML's workload name only: no validation here
         except BaseException:
             traceback.print_exc()   # the run reports its own error
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            self.supervise(conn, request, fds)
-        for fd in fds:
-            os.close(fd)
+            self.supervise(conn, request)
         self.runs[pid] = conn
-        try:
-            send_message(conn, {"pid": pid})
-        except OSError:
-            pass   # the client is gone; the supervisor notices and stops its ranks
 
     def reap(self) -> None:
         while self.runs:
@@ -182,7 +319,7 @@ class Server:
                 return
             conn = self.runs.pop(pid, None)
             if conn is not None:
-                try:
+                try:   # the supervisor answered its own code unless a signal killed it
                     send_message(conn, {"rc": exit_code(status)})
                 except OSError:
                     pass
@@ -190,17 +327,22 @@ class Server:
             self.last_active = time.monotonic()
 
     def serve(self) -> int:
-        lock = open(f"{self.path}.lock", "a+")
         try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            private_dir(self.path.parent)
+            self.lock_fd = open_private(Path(f"{self.path}.lock"), os.O_RDWR)
+        except (UntrustedPath, OSError) as e:
+            print(f"codist.warm_server: {e}", file=sys.stderr)
+            return 1
+        try:
+            fcntl.flock(self.lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return 0   # another server holds this socket
-        lock.truncate(0)
-        lock.write(f"{os.getpid()}\n")   # who serves this socket (tests and `kill` read it)
-        lock.flush()
+        os.ftruncate(self.lock_fd, 0)
+        os.write(self.lock_fd, f"{os.getpid()}\n".encode())   # who serves this socket (tests and `kill` read it)
         self.path.unlink(missing_ok=True)
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.listener.bind(str(self.path))
+        os.chmod(self.path, 0o600)
         self.listener.listen(64)
         inode = self.path.stat().st_ino
         print(f"codist.warm_server: pid {os.getpid()} listening on {self.path}", file=sys.stderr, flush=True)
@@ -215,17 +357,20 @@ class Server:
         try:
             while True:
                 self.reap()
-                idle = not self.runs and time.monotonic() - self.last_active > self.idle_s
+                self.drop_late()
+                idle = not self.runs and not self.pending and time.monotonic() - self.last_active > self.idle_s
                 if (self.stopping and not self.runs) or idle:
                     return 0
-                watch = [self.wake_r] + ([] if self.stopping else [self.listener])
+                watch = [self.wake_r, *self.pending] + ([] if self.stopping else [self.listener])
                 ready, _, _ = select.select(watch, [], [], 1.0)
                 if self.wake_r in ready:
                     os.read(self.wake_r, 4096)
+                for conn in ready:
+                    if conn in self.pending:
+                        self.receive(conn)
                 if self.listener in ready:
-                    conn, _ = self.listener.accept()
+                    self.accept()
                     self.last_active = time.monotonic()
-                    self.start_run(conn)
         finally:
             try:   # a newer server may own the path by now
                 if self.path.stat().st_ino == inode:
