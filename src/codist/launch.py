@@ -306,9 +306,13 @@ def _launch(cfg: RunConfig, out: Path, device: str, launched_unix: float | None)
     if cfg.launch.launcher == "warm" and warm_server.supervised is not None:   # `codist run` in the server
         proc = ForkedRun(cmd[3:], env, owner=warm_server.supervised.conn)
     elif cfg.launch.launcher == "warm":   # the warm server forks the fork launcher's work for us
-        from .warm_client import WarmRun
+        from .warm_client import WarmRun, WarmUnavailable
         try:
             proc = WarmRun({"argv": cmd[3:], "env": env}, env)
+        except WarmUnavailable as e:   # untrusted, stopped or silent: the fork launcher's work, here
+            print(f"codist: {out.name}: warm server not used: {e}; starting the ranks here (launcher fork)",
+                  file=sys.stderr)
+            proc = subprocess.Popen(cmd, env=env, start_new_session=True)
         except (RuntimeError, OSError) as e:
             print(f"codist: {out.name}: cannot start the run on a warm server: {e}", file=sys.stderr)
             return 1
