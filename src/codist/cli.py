@@ -82,6 +82,8 @@ def main(argv=None, launched_unix: float | None = None) -> int:
     try:
         # made absolute here, so ranks started elsewhere read the same folder
         cfg = with_data_root(config_mod.load(args.config, args.overrides), args.data_root)
+        if args.command == "run" and args.out:   # written into the manifest and every rank's files
+            config_mod.check_path_text("--out", args.out)
         if args.command == "check":   # the config only; whether it fits this machine is a note
             from .inputs import check_inputs
             from .launch import check_fits, resolve_device

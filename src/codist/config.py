@@ -8,6 +8,7 @@ overrides are applied to the raw mapping before validation, so they are checked 
 from __future__ import annotations
 
 import copy
+import difflib
 import hashlib
 import json
 import os
@@ -125,10 +126,15 @@ class TrainConfig(_Section):
                        "10-bit mantissa products, fp32 sums; codist.cuda_defaults); no effect on CPU")
 
 
+#: the largest seed: codist.data seeds torch generators with seed * 7919 * 1_000_003 + small terms (< 2**64)
+SEED_MAX = 2**31 - 1
+
+
 class RunConfig(_Section):
     name: str = Field("", description="a label; not part of the run id")
     source: str = Field("", description="where this setup comes from (paper, section); not part of the run id")
-    seed: StrictInt = Field(0, ge=0)
+    seed: StrictInt = Field(0, ge=0, le=SEED_MAX, description="at most 2**31 - 1: the data order's generator "
+                            "seeds (codist.data) stay within torch's 64-bit range")
     scale: Literal["embedded", "full"] = "embedded"
     workload: WorkloadConfig = Field(default_factory=lambda: CifarConfig())
     algorithm: AlgorithmConfig = Field(default_factory=_default_algorithm)
@@ -153,6 +159,10 @@ class RunConfig(_Section):
         if least is not None and p.models < least:
             raise ValueError(f"parallel.models={p.models} with algorithm.name={name}: {name} needs at least "
                              f"{least} models; allowed: parallel.models >= {least}")
+        period = algorithm_registry.spec(name).period
+        if period in self.algorithm.model_fields_set and getattr(self.algorithm, period) > self.train.steps:
+            raise ValueError(f"algorithm.{period}={getattr(self.algorithm, period)} with train.steps="
+                             f"{self.train.steps}: the models would never exchange; allowed: at most train.steps")
         bad = [m for m in self.schedule.milestones if m <= 0 or m > self.train.steps]
         if bad:
             raise ValueError(f"schedule.milestones={self.schedule.milestones}: each must be in "
@@ -209,22 +219,46 @@ def _clean_loc(loc: tuple) -> tuple[tuple, list[str]]:
     return tuple(path), allowed
 
 
-def _format_errors(err: ValidationError, source: str) -> str:
-    lines = [f"{source}: invalid run config"]
+def _short(value, limit: int = 80) -> str:
+    """repr(value), cut to `limit` characters: a value (an alias's expansion, say) may be huge."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit - 3]}..."
+
+
+def _from_set(key: str, overrides: list[str]) -> str | None:
+    """The `--set` item that gave `key` (or a section above or below it), if any."""
+    for item in reversed(overrides):
+        name = item.split("=", 1)[0].strip()
+        if key == name or key.startswith(name + ".") or name.startswith(key + "."):
+            return item
+    return None
+
+
+def _format_errors(err: ValidationError, source: str, overrides: list[str] = ()) -> str:
+    """One line per error naming the key, what was given (cut short) and what is allowed; an error
+    from a `--set` names that `--set`, and the header names the file only if the file has one."""
+    lines, sets = [], []
     for e in err.errors():
         loc, allowed_keys = _clean_loc(e["loc"])
         key = ".".join(str(x) for x in loc) or "(top level)"
+        item = _from_set(key, list(overrides))
+        sets.append(item)
+        label = f"{key} (--set {item})" if item else key
         if e["type"] == "extra_forbidden":
             allowed = ", ".join(allowed_keys)
-            lines.append(f"  {key}: unknown key (value {e['input']!r}); allowed keys here: {allowed}")
+            close = difflib.get_close_matches(str(loc[-1]), allowed_keys, n=1) if loc else []
+            hint = f"did you mean {'.'.join([*map(str, loc[:-1]), close[0]])}? " if close else ""
+            lines.append(f"  {label}: unknown key (value {_short(e['input'])}); {hint}allowed keys here: {allowed}")
         elif e["type"] == "union_tag_not_found":   # a section without `name`: say which names exist
             names = ", ".join(_union_members(RunConfig.model_fields[loc[0]].annotation)) if loc else ""
-            lines.append(f"  {key}: no 'name' given; allowed names: {names}")
+            lines.append(f"  {label}: no 'name' given; allowed names: {names}")
         elif e["type"] == "value_error":
-            lines.append(f"  {key}: {e['msg'].removeprefix('Value error, ')}")
+            lines.append(f"  {label}: {e['msg'].removeprefix('Value error, ')}")
         else:
-            lines.append(f"  {key}: got {e.get('input')!r}: {e['msg']}")
-    return "\n".join(lines)
+            lines.append(f"  {label}: got {_short(e.get('input'))}: {e['msg']}")
+    header = (f"--set {', '.join(dict.fromkeys(sets))}: invalid run config" if all(sets)
+              else f"{source}: invalid run config")
+    return "\n".join([header, *lines])
 
 
 def deep_merge(base: dict, *overrides: dict) -> dict:
@@ -246,9 +280,42 @@ class DuplicateKeyError(yaml.YAMLError):
                          f"once in a mapping")
 
 
+#: the most values a config may hold with its aliases expanded (a run config has a few hundred;
+#: a 461-byte "billion laughs" would expand to 10**9 and take minutes and gigabytes to validate)
+MAX_YAML_VALUES = 100_000
+
+
+def _expanded_size(node, memo: dict, active: set) -> int:
+    """How many values `node` holds with every alias expanded (each node counted once: linear)."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    if key in active:
+        raise yaml.YAMLError(f"line {node.start_mark.line + 1}: an alias refers to a value containing itself")
+    active.add(key)
+    children = ([n for pair in node.value for n in pair] if isinstance(node, yaml.MappingNode)
+                else node.value if isinstance(node, yaml.SequenceNode) else [])
+    total = 1
+    for child in children:
+        total += _expanded_size(child, memo, active)
+        if total > MAX_YAML_VALUES:
+            raise yaml.YAMLError(f"line {node.start_mark.line + 1}: with its aliases expanded this value holds "
+                                 f"more than {MAX_YAML_VALUES} values (an alias bomb?); refused")
+    active.discard(key)
+    memo[key] = total
+    return total
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
     """yaml.SafeLoader that refuses a key given twice in one mapping (PyYAML silently keeps the
-    last one, so a typo'd second `lr:` would win unseen). `<<` merges may still be overridden."""
+    last one, so a typo'd second `lr:` would win unseen; `<<` merges may still be overridden),
+    and a document whose aliases expand to more than MAX_YAML_VALUES values."""
+
+    def get_single_node(self):
+        node = super().get_single_node()
+        if node is not None:
+            _expanded_size(node, {}, set())
+        return node
 
     def construct_mapping(self, node, deep=False):
         first: dict = {}
@@ -276,6 +343,7 @@ def apply_overrides(raw: dict, overrides: list[str], source: str = "--set") -> d
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"{source}: {item!r} is not key=value (e.g. train.steps=200)")
+        check_path_text(f"{source} {item!r}", item)   # every value is written into the run's config.yaml
         key, text = item.split("=", 1)
         parts = key.strip().split(".")
         node = out
@@ -284,7 +352,12 @@ def apply_overrides(raw: dict, overrides: list[str], source: str = "--set") -> d
             if not isinstance(nxt, dict):
                 raise ConfigError(f"{source}: {key}: {part!r} holds {nxt!r}, not a section")
             node = nxt
-        node[parts[-1]] = parse_yaml(text)
+        try:
+            node[parts[-1]] = parse_yaml(text)
+        except yaml.YAMLError as e:   # one line, not PyYAML's marked excerpt
+            problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+            raise ConfigError(f"{source} {item}: the value is not valid YAML ({problem}); quote a string, "
+                              f"e.g. --set {key}='\"...\"'") from None
     return out
 
 
@@ -294,6 +367,8 @@ def load_raw(path: str | os.PathLike) -> dict:
         raise ConfigError(f"{path}: config file not found")
     try:
         raw = parse_yaml(path.read_text())
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start})") from None
     except DuplicateKeyError as e:
         raise ConfigError(f"{path}, {e}") from None
     except yaml.YAMLError as e:
@@ -314,8 +389,22 @@ def validate(raw: dict, source: str = "config") -> RunConfig:
 
 
 def load(path: str | os.PathLike, overrides: list[str] = ()) -> RunConfig:
-    """Read, override and validate a run config file."""
-    return validate(apply_overrides(load_raw(path), list(overrides)), str(path))
+    """Read, override and validate a run config file (an error from a `--set` names it)."""
+    raw = apply_overrides(load_raw(path), list(overrides))
+    try:
+        return RunConfig.model_validate(raw)
+    except ValidationError as e:
+        raise ConfigError(_format_errors(e, str(path), list(overrides))) from None
+
+
+def check_path_text(label: str, path: str | os.PathLike) -> None:
+    """A path the run writes into its files (config.yaml, manifest, metrics) must be UTF-8 text:
+    ConfigError naming `label` otherwise (a byte such as 0xff from the command line)."""
+    try:
+        os.fspath(path).encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ConfigError(f"{label}: {os.fspath(path)!r} is not UTF-8 text (byte at position {e.start}); "
+                          f"use a path of UTF-8 characters") from None
 
 
 def to_dict(cfg: RunConfig) -> dict[str, Any]:

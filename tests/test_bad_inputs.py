@@ -1,0 +1,94 @@
+"""Bad inputs of issue 26, replayed: each fails in `codist check` (or before launch) with one line
+naming where it came from (the file, or the `--set`), fast, and without printing what an alias
+expands to."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+from conftest import TINY, deep_update
+
+from codist import config
+from codist.config import ConfigError
+
+LEVELS = 9
+# 461 bytes in the probe: 9 levels of 9 aliases each, 9**9 values once expanded
+BOMB = "".join(f"{chr(97 + i)}: &{chr(97 + i)} [{', '.join([f'*{chr(96 + i)}'] * 9) if i else ', '.join(['lol'] * 9)}]\n"
+               for i in range(LEVELS))
+
+
+def codist(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "codist.cli", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_an_alias_bomb_is_refused_at_once_without_its_expansion(tmp_path):
+    path = tmp_path / "bomb.yaml"
+    path.write_text(BOMB)
+    with pytest.raises(ConfigError, match=r"more than 100000 values \(an alias bomb\?\)") as e:
+        config.load(path)
+    assert "lol" not in str(e.value) and len(str(e.value).splitlines()) == 1
+    # a recursive alias, and a legitimate one (anchors for shared sections) still works
+    (tmp_path / "loop.yaml").write_text("a: &a [*a]\n")
+    with pytest.raises(ConfigError, match="alias refers to a value containing itself"):
+        config.load(tmp_path / "loop.yaml")
+    (tmp_path / "ok.yaml").write_text("x-train: &t {steps: 7}\n" + yaml.safe_dump({k: v for k, v in TINY.items()
+                                                                                    if k != "train"})
+                                      + "train: *t\n")
+    with pytest.raises(ConfigError, match="x-train: unknown key"):   # the anchor's holder is still a key
+        config.load(tmp_path / "ok.yaml")
+
+
+def test_a_huge_value_is_cut_short_in_the_message(tmp_path):
+    path = tmp_path / "big.yaml"
+    path.write_text(yaml.safe_dump(deep_update(TINY, {"train": {"stepz": list(range(10000))}})))
+    with pytest.raises(ConfigError) as e:
+        config.load(path)
+    assert len(str(e.value)) < 600 and "..." in str(e.value)
+
+
+def test_set_errors_name_the_set_and_suggest_the_key(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(TINY))
+    with pytest.raises(ConfigError) as e:
+        config.load(path, ["train.stepz=3"])
+    first, line = str(e.value).splitlines()
+    assert first == "--set train.stepz=3: invalid run config" and str(path) not in str(e.value)
+    assert "train.stepz (--set train.stepz=3): unknown key" in line and "did you mean train.steps?" in line
+    result = codist("check", str(path), "--set", "train.steps=[1,")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "codist: --set train.steps=[1,: the value is not valid YAML (expected the node content, but found "
+        "'<stream end>'); quote a string, e.g. --set train.steps='\"...\"'"]
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("seed=100000000000000000000000", r"seed \(--set seed=1\d+\): got 1\d+: Input should be less than or equal to "
+                                      r"2147483647"),
+    ("seed=1e23", r"seed \(--set seed=1e23\): got '1e23': Input should be a valid integer"),
+    ("algorithm.exchange_every=7", r"algorithm.exchange_every=7 with train.steps=6: the models would never exchange"),
+])
+def test_values_that_cannot_work_fail_in_check(tmp_path, setting, message):
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(deep_update(TINY, {"parallel": {"world_size": 2, "models": 2},
+                                                      "algorithm": {"name": "codistill"}})))
+    assert codist("check", str(path)).returncode == 0   # the default period (50) is not refused: not given
+    with pytest.raises(ConfigError, match=message):
+        config.load(path, [setting])
+    assert config.load(path, ["seed=2147483647"]).seed == 2147483647
+
+
+def test_paths_that_are_not_utf8_fail_before_launch(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(TINY))
+    out = str(tmp_path).encode() + b"/run\xff"
+    result = subprocess.run([sys.executable.encode(), b"-m", b"codist.cli", b"run", str(path).encode(), b"--out", out],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "--out:" in result.stderr and "is not UTF-8 text" in result.stderr
+    assert not (tmp_path / "run\udcff").exists() and len(result.stderr.strip().splitlines()) == 1
+    with pytest.raises(ConfigError, match="is not UTF-8 text"):
+        config.load(path, ["workload.data_dir=/data/\udcff"])
+    (tmp_path / "latin1.yaml").write_bytes(b"name: caf\xe9\n")
+    with pytest.raises(ConfigError, match=r"latin1.yaml: not UTF-8 text \(byte 0xe9 at offset 9\)"):
+        config.load(tmp_path / "latin1.yaml")
