@@ -1,7 +1,8 @@
 """A workload's frontier figure from its _points.csv: left, final quality (mean, 90% t interval
-over seeds) against between-group bytes per update (log x), the Pareto front joined; right, each
-point's projected run time at the spec's bandwidths (linear from 0: how much of it the
-network adds).
+over seeds: the claims' convention, named in the figure) against between-group bytes per update
+(log x, counted: no interval), the Pareto front joined; right, each point's projected run time
+at the spec's bandwidths (linear from 0: how much of it the network adds). Every text stays
+inside the canvas (figure_data.fit; tests/test_figure_layout.py).
 
     python analysis/frontier_plot.py --runs W_runs.json --points W_points.csv --out W.png
 """
@@ -20,7 +21,7 @@ import pandas as pd  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from figure_data import label as metric_label  # noqa: E402
-from figure_data import save_png  # noqa: E402
+from figure_data import INTERVAL_NOTE, fit, save_png  # noqa: E402
 from frontier_table import gbps_column  # noqa: E402
 
 MARKERS = {"allreduce": "s", "powersgd": "D", "codistill": "o", "model_average": "^", "ensemble_compress": "v",
@@ -42,7 +43,7 @@ def draw(manifest: dict, pts: pd.DataFrame, out: str) -> None:
             label="Pareto front (filled markers)")
     ax.set_xscale("log")
     ax.set_xlabel("between-group bytes per rank per update (log)")
-    ax.set_ylabel(f"final {metric_label(pts.metric.iloc[0])} ({pts.seeds.min()}+ seeds, 90% t interval)")
+    ax.set_ylabel(f"final {metric_label(pts.metric.iloc[0])}\n(mean of {pts.seeds.min()}+ seeds, 90% t interval)")
     ax.grid(True, which="both", alpha=0.2)
     ax.legend(fontsize=8)
     bw = manifest["bandwidths_gbps"]
@@ -52,12 +53,15 @@ def draw(manifest: dict, pts: pd.DataFrame, out: str) -> None:
         bx.barh([i + j * h for i in y], pts[gbps_column(b)], height=h, label=f"{b:g} Gb/s", color=f"C{j}")
     bx.set_yticks([i + h * (len(bw) - 1) / 2 for i in y], pts.label, fontsize=8)
     bx.invert_yaxis()
-    bx.set_xlabel("projected run time (s): measured compute + alpha-beta communication")
+    bx.set_xlabel("projected run time (s):\nmeasured compute + alpha-beta communication")
     bx.legend(fontsize=8, title="between groups")
     bx.grid(True, axis="x", which="both", alpha=0.2)
-    fig.suptitle(f"communication frontier, {manifest['workload']} ({manifest['regime']} regime): "
-                 f"{manifest['title']}", fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
+    import textwrap
+    fig.suptitle(textwrap.fill(f"communication frontier, {manifest['workload']} ({manifest['regime']} regime): "
+                               f"{manifest['title']}", 140), fontsize=10)
+    foot = fig.text(0.01, 0.01, textwrap.fill(INTERVAL_NOTE.replace("; dots: single seeds", "") + " Bytes are counted "
+                                              "(the same on every seed): no interval.", 190), fontsize=7, va="bottom")
+    fit(fig, foot)
     save_png(fig, out)
 
 

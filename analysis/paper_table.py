@@ -16,6 +16,8 @@ and the plot read) and `{figure}_paper.csv` / `.md` (paper vs ours, side by side
 
     python analysis/paper_table.py --runs R_runs.json --table R.csv --curves R_curves.csv \
         --values R_values.csv --paper R_paper.csv --markdown R_paper.md
+    python analysis/paper_table.py --from-values --runs R_runs.json --values R_values.csv \
+        --paper R_paper.csv --markdown R_paper.md      # from a _values.csv written before
 """
 from __future__ import annotations
 
@@ -89,31 +91,50 @@ def side_by_side(manifest: dict, vals: pd.DataFrame) -> pd.DataFrame:
             line[f"{col} ours mean"] = v.mean()
             line[f"{col} ours sd"] = v.std(ddof=1) if len(v) > 1 else float("nan")
             line[f"{col} n"] = len(v)
-        line["paper source"] = row.get("source", "")
+        given = any(row.get(col) is not None for col in manifest["columns"])
+        line["paper source"] = row.get("source") or ("" if given else NO_PAPER)
         lines.append(line)
     return pd.DataFrame(lines)
 
 
+NO_PAPER = "none: the experiments file gives no paper number for this row"
+
+
 def markdown(manifest: dict, paper: pd.DataFrame) -> str:
+    """The side-by-side table; a paper cell without a number reads 'none' (its row's source says why)."""
     cols = ", ".join(f"{c} = {label(c)}" for c in manifest["columns"])
     text = (f"# {manifest['paper']} {manifest['figure']} ({manifest['scale']}): {manifest['title']}\n\n"
             f"Mirrors: {manifest.get('source', '')}. Columns: {cols}. Ours: mean, sample standard deviation "
             f"and count over seeds (churn: over pairs of seeds). Paper numbers: replications/"
-            f"{manifest['paper']}/experiments.yaml, each with its source.\n\n")
+            f"{manifest['paper']}/experiments.yaml, each with its source; 'none': the paper gives no number "
+            f"for the row, and its source column says why.\n\n")
     if manifest.get("notes"):
         text += manifest["notes"] + "\n\n"
-    return text + paper.to_markdown(index=False, floatfmt=".4g") + "\n"
+    shown = paper.copy()
+    for col in manifest["columns"]:
+        shown[f"{col} paper"] = [("none" if pd.isna(v) else f"{v:.4g}") for v in shown[f"{col} paper"]]
+    return text + shown.to_markdown(index=False, floatfmt=".4g") + "\n"
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    for name in ("runs", "table", "curves", "values", "paper", "markdown"):
+    for name in ("runs", "values", "paper", "markdown"):
         p.add_argument(f"--{name}", required=True)
+    for name in ("table", "curves"):
+        p.add_argument(f"--{name}", help="required unless --from-values")
+    p.add_argument("--from-values", action="store_true",
+                   help="read --values (written before) instead of computing it: redraws the _paper tables from "
+                        "committed values without the runs (churn needs their predictions)")
     args = p.parse_args(argv)
     manifest = json.loads(Path(args.runs).read_text())
-    vals = values(manifest, pd.read_csv(args.table), pd.read_csv(args.curves))
+    if not args.from_values and not (args.table and args.curves):
+        p.error("--table and --curves are required unless --from-values")
+    if args.from_values:
+        vals = pd.read_csv(args.values, dtype={"seed": str})
+    else:
+        vals = values(manifest, pd.read_csv(args.table), pd.read_csv(args.curves))
+        atomic_write_text(args.values, vals.to_csv(index=False))
     paper = side_by_side(manifest, vals)
-    atomic_write_text(args.values, vals.to_csv(index=False))
     atomic_write_text(args.paper, paper.to_csv(index=False))
     atomic_write_text(args.markdown, markdown(manifest, paper))
     print(f"{manifest['paper']} {manifest['figure']}: {len(paper)} rows, {len(vals)} values")

@@ -1,6 +1,8 @@
-"""Draw a `bars` figure: each panel's metric at the last evaluation, one bar per series (mean
-over seeds, error bar = sample sd, dots = seeds), in the spec's series order; e.g. Sodhani
-Fig. 6 (accuracy of all-reduce and codistillation at each training-set size).
+"""Draw a `bars` figure: each panel's metric at the last evaluation, one mark per series in the
+spec's series order: the mean over seeds with its 90% t interval (the claims' convention,
+figure_data.t_band) and the seeds as dots, on an axis zoomed to the values (bars from 0 would
+hide differences of a point); e.g. Sodhani Fig. 6 (accuracy of all-reduce and codistillation at
+each training-set size).
 
     python analysis/plot_bars.py --runs R_runs.json --table R.csv --curves R_curves.csv --out R.png
 """
@@ -18,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from figure_data import default_metric, finals, finish, label, series_model  # noqa: E402
+from figure_data import default_metric, finals, finish, label, series_model, t_band  # noqa: E402
 
 
 def plot(manifest: dict, table: pd.DataFrame, curves: pd.DataFrame, out) -> None:
@@ -29,17 +31,15 @@ def plot(manifest: dict, table: pd.DataFrame, curves: pd.DataFrame, out) -> None
     x = np.arange(len(order))
     for ax, metric in zip(axes[0], panels):
         vals = [finals(curves, s, series_model(manifest, s), metric).to_numpy() for s in order]
-        ax.bar(x, [v.mean() for v in vals], 0.6, yerr=[v.std(ddof=1) if len(v) > 1 else 0 for v in vals],
-               capsize=3, color=[f"C{i % 10}" for i in range(len(order))], alpha=0.8)
         for i, v in enumerate(vals):
-            ax.scatter(np.full(len(v), i), v, color="black", s=8, zorder=3)
+            m, lo, hi = t_band(v)
+            ax.errorbar([i], [m], yerr=[[m - lo], [hi - m]], fmt="o", ms=7, capsize=4, color=f"C{i % 10}")
+            ax.scatter(np.full(len(v), i + 0.12), v, color="black", s=8, zorder=3)
         ax.set_xticks(x, order, rotation=25, ha="right", fontsize=8)
+        ax.set_xlim(-0.6, len(order) - 0.4)
         ax.set_ylabel(label(metric) + " at the end")
-        lo = min(v.min() for v in vals)
-        hi = max(v.max() for v in vals)
-        ax.set_ylim(lo - 0.15 * (hi - lo + 1e-9), hi + 0.15 * (hi - lo + 1e-9))
         ax.grid(axis="y", alpha=0.3)
-    finish(fig, manifest, out, wrap=int(width * 15))
+    finish(fig, manifest, out)
 
 
 def main(argv=None) -> int:
