@@ -7,6 +7,9 @@ Layout under RUN/checkpoint/:
                           algorithm's per-rank state (PowerSGD's residuals)
   latest.json             written by rank 0 after every rank has written: {"step", "run_id"}
 
+Rank 0 alone reads latest.json and broadcasts the step (`agreed_step`): on a shared filesystem
+another node may see an older copy of the index, and ranks resuming from different steps would
+train on silently. Every rank then checks that each file it loads holds this run's id and that step.
 A checkpoint is used only if latest.json names this run's id; files are loaded with
 torch.load(weights_only=True); anything missing, truncated or from another config is a
 clear error, never silently reused or skipped.
@@ -44,6 +47,30 @@ def latest(run: Path, run_id: str) -> int | None:
         raise CheckpointError(f"{path}: checkpoint of run {found}, but this config is run {run_id}; "
                               f"delete {path.parent} or use another --out directory")
     return step
+
+
+NONE, FAILED = -1, -2   # what rank 0 broadcasts when there is no checkpoint, or it could not read the index
+
+
+def agreed_step(run: Path, run_id: str, rank: int, meter, device) -> int | None:
+    """The step every rank resumes from: rank 0 reads latest.json (`latest`) and broadcasts it
+    (category control, on the run's `device`); None when there is no checkpoint."""
+    error, step = None, NONE
+    if rank == 0:
+        try:
+            found = latest(run, run_id)
+            step = NONE if found is None else found
+        except CheckpointError as e:
+            error, step = e, FAILED
+    flag = torch.tensor([step], dtype=torch.int64, device=device)
+    meter.broadcast(flag, src=0, category="control")
+    step = int(flag.item())
+    if error is not None:
+        raise error
+    if step == FAILED:
+        raise CheckpointError(f"{run / 'checkpoint' / 'latest.json'}: rank 0 could not read the checkpoint index "
+                              f"(its log says why)")
+    return None if step == NONE else step
 
 
 def save(run: Path, step: int, run_id: str, rank: int, group_state: dict | None, rank_state: dict,

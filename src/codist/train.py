@@ -181,12 +181,13 @@ def set_up(args) -> Run:
 
 
 def resume(run: Run) -> None:
-    """From the newest checkpoint, if any (a stop signal's too, whatever checkpoint_every): state,
-    RNG, meter counters, timers and metrics rows as they were; then rank 0 rewrites the metrics
+    """From the newest checkpoint, if any (a stop signal's too, whatever checkpoint_every), as rank 0
+    found it (every rank checks its files hold that step): state, RNG, meter counters, timers and
+    metrics rows as they were; then rank 0 rewrites the metrics
     log from those rows (Snakemake may have deleted it) and writes the manifest."""
     cfg, topo, out = run.cfg, run.topo, run.out
     run_id = cfg.run_id()
-    start = checkpoint.latest(out, run_id)
+    start = checkpoint.agreed_step(out, run_id, topo.rank, run.meter, run.device)   # rank 0's, broadcast
     if start is not None:
         t_load = time.perf_counter()
         group_state, rank_state = checkpoint.load(out, start, run_id, topo.rank, topo.model_index)
