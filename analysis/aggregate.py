@@ -35,9 +35,18 @@ def read_json(path: str | os.PathLike) -> dict:
 
 
 def read_metrics(path: str | os.PathLike) -> list[dict]:
-    """Every row of a metrics.jsonl (one per evaluation per model)."""
+    """Every row of a metrics.jsonl (one per evaluation per model); a line that is not JSON (a run
+    cut while writing) is a ValueError naming the file and line."""
+    rows = []
     with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+        for number, line in enumerate(f, start=1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{path}:{number}: not a JSON metrics row ({e.msg}; a run cut while "
+                                     f"writing?); rerun that run") from None
+    return rows
 
 
 def headline_model(summary: dict) -> str:

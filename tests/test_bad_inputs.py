@@ -8,7 +8,7 @@ import sys
 
 import pytest
 import yaml
-from conftest import TINY, deep_update
+from conftest import ROOT, TINY, deep_update
 
 from codist import config
 from codist.config import ConfigError
@@ -92,3 +92,63 @@ def test_paths_that_are_not_utf8_fail_before_launch(tmp_path):
     (tmp_path / "latin1.yaml").write_bytes(b"name: caf\xe9\n")
     with pytest.raises(ConfigError, match=r"latin1.yaml: not UTF-8 text \(byte 0xe9 at offset 9\)"):
         config.load(tmp_path / "latin1.yaml")
+
+
+# ---------------------------------------------------------------- readers: the file and the line
+
+def test_a_metrics_file_cut_mid_line_names_the_file_and_line(tmp_path):
+    sys.path.insert(0, str(ROOT / "analysis"))
+    from aggregate import read_metrics
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 3, "model": "0"}\n{"step": 6, "mod')
+    with pytest.raises(ValueError, match=rf"{path}:2: not a JSON metrics row"):
+        read_metrics(path)
+
+
+def criteo_line(dense: list[str]) -> str:
+    return "\t".join(["1", *dense, *(["68fd1e64"] * 26)]) + "\n"
+
+
+def test_a_criteo_integer_beyond_64_bits_names_the_file_and_line(tmp_path):
+    from codist import datacheck
+    from codist.workloads.ctr import CriteoFormatError, read_criteo
+    path = tmp_path / "train.txt"
+    path.write_text(criteo_line(["1"] * 13) + criteo_line(["9" * 400] + ["1"] * 12))
+    with pytest.raises(CriteoFormatError, match=rf"{path}:2: integer feature I1 \(field 2\) has 400 digits"):
+        read_criteo(path, 2 ** 10)
+    problems, _ = datacheck.check("ctr", tmp_path)
+    assert len(problems) == 1 and f"{path}:2: integer feature I1" in problems[0]
+
+
+def png_bomb(path) -> None:
+    """A PNG whose header claims 30,000 x 30,000 pixels (900 M, PIL refuses above 2 x 89 M) in 70 bytes."""
+    import io
+    import struct
+    import zlib
+
+    from PIL import Image
+    buf = io.BytesIO()
+    Image.new("L", (8, 8)).save(buf, "PNG")
+    data = bytearray(buf.getvalue())
+    data[16:24] = struct.pack(">II", 30000, 30000)             # IHDR width, height
+    data[29:33] = struct.pack(">I", zlib.crc32(bytes(data[12:29])))   # IHDR's CRC over type + data
+    path.write_bytes(bytes(data))
+
+
+def test_a_png_decompression_bomb_is_reported_with_its_path(tmp_path):
+    from PIL import Image
+
+    from codist import datacheck
+    from codist.workloads.imagenet import load_image
+    for split in ("train", "val"):
+        (tmp_path / split / "cls").mkdir(parents=True)
+        Image.new("RGB", (4, 4)).save(tmp_path / split / "cls" / "a.png")
+    bomb = tmp_path / "train" / "cls" / "z.png"
+    png_bomb(bomb)
+    with pytest.raises(ValueError, match=rf"{bomb}: unreadable image \(DecompressionBombError"):
+        load_image(str(bomb))
+    problems, _ = datacheck.check("imagenet", tmp_path)
+    assert [p for p in problems if str(bomb) in p and "DecompressionBombError" in p], problems
+    result = codist("data", "check", "imagenet", str(tmp_path))
+    assert result.returncode != 0 and str(bomb) in result.stdout + result.stderr
+    assert "ok" not in (result.stdout + result.stderr).splitlines()[-1]

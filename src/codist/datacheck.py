@@ -53,6 +53,21 @@ def check_cifar(root: Path, dataset: str = "cifar10") -> tuple[list[str], list[s
     return problems, notes
 
 
+BAD_IMAGES_LISTED = 5   # unreadable images named one by one; more are counted
+
+
+def image_header_problem(path: Path) -> str | None:
+    """What is wrong with an image's header (PIL opens it lazily: its size and format, no pixels),
+    or None: a damaged file, or a decompression bomb (more pixels than PIL's limit), named by path.
+    Every image's header is read: a bomb anywhere would stop a run at its first epoch."""
+    from PIL import Image
+    try:
+        with Image.open(path):
+            return None
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
+        return f"{path}: unreadable image ({type(e).__name__}: {e})"
+
+
 def check_imagefolder(root: Path) -> tuple[list[str], list[str]]:
     from torchvision.datasets.folder import IMG_EXTENSIONS
 
@@ -70,11 +85,12 @@ def check_imagefolder(root: Path) -> tuple[list[str], list[str]]:
         if loose:   # e.g. ILSVRC2012 val images not yet sorted into class folders
             problems.append(f"{d}: {len(loose):,} files directly in {split}/ (e.g. {loose[0]}), not in class "
                             f"folders; expected {IMAGEFOLDER_LAYOUT}")
-        counts, first = {}, None
+        counts, first, bad = {}, None, []
         for c in sorted(p for p in d.iterdir() if p.is_dir()):
             images = [p for p in c.iterdir() if p.is_file() and p.name.lower().endswith(IMG_EXTENSIONS)]
             counts[c.name] = len(images)
             first = first or (images[0] if images else None)
+            bad += [(p, why) for p in images if (why := image_header_problem(p))]
         classes[split] = counts
         empty = [c for c, k in counts.items() if k == 0]
         if not counts:
@@ -82,7 +98,11 @@ def check_imagefolder(root: Path) -> tuple[list[str], list[str]]:
         elif empty:
             problems.append(f"{d}: {len(empty)} class folder(s) without images ({', '.join(IMG_EXTENSIONS)}), "
                             f"e.g. {d / empty[0]}; expected {IMAGEFOLDER_LAYOUT}")
-        if first is not None:
+        problems += [f"{why}; expected {IMAGEFOLDER_LAYOUT}" for _, why in bad[:BAD_IMAGES_LISTED]]
+        if len(bad) > BAD_IMAGES_LISTED:
+            problems.append(f"{d}: {len(bad) - BAD_IMAGES_LISTED:,} more unreadable images; expected "
+                            f"{IMAGEFOLDER_LAYOUT}")
+        if first is not None and first not in dict(bad):   # its pixels too (a header can be whole, its data cut)
             try:
                 load_image(str(first))
             except ValueError as e:

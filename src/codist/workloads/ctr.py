@@ -90,6 +90,9 @@ CRITEO_CACHE_VERSION = 1   # bump when what _parse_criteo makes of a line change
 # --------------------------------------------------------------------------- Criteo TSV (and the data sources)
 
 
+INT64_LIMIT = 1 << 63   # Criteo's integer features are counts; a larger one is a damaged line
+
+
 class CriteoFormatError(ValueError):
     """A Criteo file that cannot be read; the message names the file, the line and the expected format."""
 
@@ -185,6 +188,9 @@ def _parse_criteo(path: Path, hash_buckets: int, inputs: np.ndarray, labels: np.
                         raise CriteoFormatError(
                             f"{path}:{lineno}: integer feature I{j} (field {j + 1}) is "
                             f"{s.decode(errors='replace')!r}, not an integer; expected {LINE_FORMAT}") from None
+                    if v >= INT64_LIMIT:   # log1p would raise OverflowError naming nothing
+                        raise CriteoFormatError(f"{path}:{lineno}: integer feature I{j} (field {j + 1}) has {len(s)} "
+                                                f"digits, beyond a 64-bit integer; expected {LINE_FORMAT}")
                     row.append(log1p(v) if v > 0 else 0.0)
                 else:
                     row.append(0.0)

@@ -50,10 +50,11 @@ def check_imagefolder(data_dir: str | Path) -> tuple[Path, Path]:
 def load_image(path: str):
     """torchvision's image loader (RGB PIL image: 3 channels, 8 bits, whatever the file holds),
     with a read error that names the file: PIL's "image file is truncated" does not."""
+    from PIL import Image
     from torchvision.datasets.folder import default_loader
     try:
         return default_loader(path)
-    except (OSError, ValueError, SyntaxError) as e:   # PIL raises all three on damaged files
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:   # PIL: damaged files, bombs
         raise ValueError(f"{path}: unreadable image ({type(e).__name__}: {e})") from None
 
 
