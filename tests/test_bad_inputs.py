@@ -152,3 +152,34 @@ def test_a_png_decompression_bomb_is_reported_with_its_path(tmp_path):
     result = codist("data", "check", "imagenet", str(tmp_path))
     assert result.returncode != 0 and str(bomb) in result.stdout + result.stderr
     assert "ok" not in (result.stdout + result.stderr).splitlines()[-1]
+
+
+# ---------------------------------------------------------------- NaN in an evaluation
+
+def test_nan_in_the_validation_data_fails_the_run(tmp_path):
+    """The probe ended with exit 0 and "val_loss": NaN in summary.json. One rank, as the launcher
+    starts it, with the embedded task's validation images holding one NaN (training data clean)."""
+    import os
+    import socket
+
+    from codist.train import EXIT_DIVERGED
+    cfg = config.validate(deep_update(TINY, {"train": {"steps": 4, "eval_every": 2}}), "test")
+    config.dump(cfg, tmp_path / "config.yaml")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(port), "CODIST_THREADS_PER_RANK": "1", "CUDA_VISIBLE_DEVICES": "",
+           "PYTHONPATH": str(ROOT / "src")}
+    code = ("import sys, torch; from torch.utils.data import TensorDataset; from codist import train; "
+            "from codist.workloads import cifar; clean = cifar.CifarWorkload.val_dataset\n"
+            "def poisoned(self):\n"
+            "    x, y = clean(self).tensors; x = x.clone().float(); x[0].view(-1)[0] = float('nan')\n"
+            "    return TensorDataset(x, y)\n"
+            "cifar.CifarWorkload.val_dataset = poisoned\n"
+            f"sys.exit(train.main(['--config', {str(tmp_path / 'config.yaml')!r}, '--out', {str(tmp_path)!r}]))")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == EXIT_DIVERGED, done.stderr[-3000:]
+    line = [ln for ln in done.stderr.splitlines() if "the evaluation after update 2 is not finite" in ln]
+    assert line and "val_loss nan (model 0)" in line[0], done.stderr[-3000:]
+    assert not (tmp_path / "summary.json").exists()

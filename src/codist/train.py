@@ -272,12 +272,16 @@ def evaluate_and_log(run: Run, done: int, diverged_at: int | None, progress: Pro
     timers["eval_s"] += time.perf_counter() - t1
     timers["loss_sum"], timers["loss_n"], timers["distill_sum"], timers["distill_n"] = 0.0, 0, 0.0, 0
     bad = non_finite_losses(results)
-    if bad:   # every rank sees the same all-reduced losses, so every rank stops here
+    broken = {f"{k} {v} (model {n})": v for n, m in results.items() for k, v in m.items()   # NaN in the
+              if isinstance(v, float) and not math.isfinite(v)}                           # validation data, say
+    if bad or broken:   # every rank sees the same all-reduced losses, so every rank stops here
         at = diverged_at or done
         losses = ", ".join(f"{v} (model {n})" for n, v in bad.items())
         msg = (f"diverged at update {at}: training loss {losses} at the evaluation after update {done}; "
                f"no summary or model written "
-               f"(lower optimizer.lr or set optimizer.grad_clip)")
+               f"(lower optimizer.lr or set optimizer.grad_clip)") if bad else (
+               f"the evaluation after update {done} is not finite: {', '.join(broken)} (NaN or inf in the "
+               f"validation data, or a model that gives it); no summary or model written")
         progress.close()
         if run.lead:
             print(f"codist: {msg}", file=sys.stderr)
