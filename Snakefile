@@ -18,6 +18,7 @@ include: "workflows/common.smk"
 include: "workflows/train.smk"
 include: "workflows/analysis.smk"
 include: "workflows/frontier.smk"   # its own target (not in `all`): results/<scale>/frontier/frontier.md
+include: "workflows/summary.smk"    # results/<scale>/claims.png: every claim at a glance (in `all`)
 
 
 rule all:

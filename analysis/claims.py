@@ -267,15 +267,85 @@ def sources_section(df: pd.DataFrame) -> str:
     return ("\n## Regime checks and the paper's text they operationalise\n\n" + "\n".join(lines) + "\n") if lines else ""
 
 
+MEASURE_UNITS = {"final": "difference in {metric}", "speedup": "speedup (x)", "churn": "churn reduction",
+                 "comm_ratio": "bytes ratio (x, exact)"}
+
+
+def _num(v) -> str:
+    return "" if pd.isna(v) else f"{v:.3g}"
+
+
+def ours_text(r) -> str:
+    """Our effect with its interval, compact: mean [low, high] (one-sided 95% bounds); a censored
+    speedup has only its upper bound; a deterministic identity is exact; nothing measured: '-'."""
+    if pd.isna(r["effect_mean"]):
+        return "-"
+    unit = MEASURE_UNITS.get(r["measure"], r["measure"]).format(metric=r["metric"] if isinstance(r["metric"], str) else "")
+    if r["measure"] == "comm_ratio":
+        return f"{r['effect_mean']:,.0f}x ({unit})"
+    if pd.isna(r["interval_low"]) and not pd.isna(r["interval_high"]):
+        return f"{_num(r['effect_mean'])} [none, {_num(r['interval_high'])}] ({unit}; censored: upper bound only)"
+    return f"{_num(r['effect_mean'])} [{_num(r['interval_low'])}, {_num(r['interval_high'])}] ({unit})"
+
+
+def regime_status(r) -> str:
+    """'k of m checks pass' from the regime column, '' where no check ran."""
+    checks = [c for c in str(r["regime"]).split("; ") if c.endswith((" pass", " FAIL"))] if isinstance(r["regime"], str) else []
+    if not checks:
+        return ""
+    passed = sum(c.endswith(" pass") for c in checks)
+    return f"{passed} of {len(checks)} regime checks pass"
+
+
+def verdict_text(r) -> str:
+    """The verdict's kind with the regime status; the reason stays in the details."""
+    kind, status = verdict_kind(r["verdict"]), regime_status(r)
+    return kind + (f" ({status})" if status else "")
+
+
+def _cell(text) -> str:
+    return " ".join(str("" if pd.isna(text) else text).split()).replace("|", "\\|")
+
+
+def anchor(r) -> str:
+    return f"{r['paper']}-{r['id']}".lower().replace(".", "-")
+
+
+def compact_table(df: pd.DataFrame, details: str | None = "") -> str:
+    """paper | claim | paper's number | ours with interval | verdict: one short line per claim; the
+    long text (reasons, checks, methods, seeds) is in the details section `details` links to."""
+    lines = ["| paper | claim | paper's number | ours [one-sided 95% bounds] | verdict |", "|---|---|---|---|---|"]
+    for _, r in df.iterrows():
+        claim = f"`{r['id']}`: {_cell(r['claim'])}" + (f" ([details]({details}#{anchor(r)}))" if details is not None else "")
+        lines.append(f"| {r['paper']} | {claim} | {_cell(r['paper_value'])} | {ours_text(r)} | {verdict_text(r)} |")
+    return "\n".join(lines) + "\n"
+
+
+def details_section(df: pd.DataFrame) -> str:
+    """Every claim's long text: the full verdict, what was compared, the regime checks, the method,
+    the rule, the seeds."""
+    out = ["\n## Details\n"]
+    for _, r in df.iterrows():
+        out.append(f'<a id="{anchor(r)}"></a>\n\n### {r["paper"]} `{r["id"]}`\n')
+        fields = [("claim", r["claim"]), ("source", r["source"]), ("paper", r["paper_value"]),
+                  ("compares", f"{r['comparison']} ({r['measure']}" + (f" of {_cell(r['metric'])}" if _cell(r["metric"]) else "") + f", {r['basis']})"),
+                  ("verdict", r["verdict"]), ("regime checks", r["regime"]), ("effect", ours_text(r)),
+                  ("seeds", r["n"]), ("method", r["method"]), ("rule", r["rule"]), ("reached", r["reached"]),
+                  ("per seed", r["per_seed"])]
+        out += [f"- {k}: {_cell(v)}" for k, v in fields if _cell(v) not in ("", "0", "nan")]
+        out.append("")
+    return "\n".join(out)
+
+
 def markdown(df: pd.DataFrame, heading: str) -> str:
+    """A compact table (one short line per claim) and the details below it."""
     counts = df["verdict"].map(verdict_kind).value_counts()
     summary = ", ".join(f"{counts.get(k, 0)} {k}" for k in VERDICTS)
-    show = df[["paper", "id", "claim", "basis", "measure", "n", "effect_mean", "interval_low", "interval_high",
-               "method", "rule", "regime", "reached", "verdict", "paper_value"]]
     return (f"# {heading}\n\n{len(df)} claims: {summary}. {chance_line(df)} Effect: positive = as the paper claims; "
-            f"interval = one-sided 95% bounds (method column); a verdict is drawn only when every regime check "
-            f"passes; rules: analysis/claims.py and the README ('Claims').\n\n"
-            + show.to_markdown(index=False, floatfmt=".4g") + "\n" + sources_section(df))
+            f"ours = mean [lower, upper] one-sided 95% bounds over seeds (the two-sided 90% t interval; churn: a "
+            f"seed-level jackknife); a verdict is drawn only when every regime check passes; rules: "
+            f"analysis/claims.py and the README ('Claims'). Reasons, regime checks, methods and seeds: the details "
+            f"below.\n\n" + compact_table(df, details="") + details_section(df) + sources_section(df))
 
 
 def main(argv=None) -> int:
