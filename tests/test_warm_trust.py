@@ -331,3 +331,23 @@ def test_an_edited_plugin_module_gets_a_new_server(tmp_path):
     os.utime(plugin, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))
     assert server_key(env) != key
     assert warm_client.plugin_files(env) == [str(plugin)]
+
+
+def test_a_server_killed_mid_run_leaves_the_run_and_its_exit_code(tmp_path):
+    """kill -9 of the server while a run trains: the supervisor (its own session) finishes the run and
+    answers the exit code itself; the client exits 0 (it used to exit 1 and SIGKILL the run's group)."""
+    (tmp_path / "first").mkdir()
+    pid, _ = session_server(tmp_path)
+    path = tmp_path / "long.yaml"
+    path.write_text(yaml.safe_dump({**TINY, "train": {**TINY["train"], "steps": 300, "eval_every": 100}}))
+    out = tmp_path / "long"
+    client = subprocess.Popen([sys.executable, "-m", "codist.cli", "run", str(path), "--out", str(out)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (out / ".ranks" / "rank-0.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not (out / "summary.json").exists()   # mid-run: 300 updates take seconds
+    os.kill(pid, signal.SIGKILL)
+    err = client.communicate(timeout=300)[1]
+    assert client.returncode == 0, err[-3000:]
+    assert "ended before run" not in err and (out / "summary.json").exists()
