@@ -4,13 +4,12 @@ many runs, each as `fork` would (codist.fork_launcher), without paying the impor
     python -m codist.warm_server --socket PATH [--idle_s 300]    (codist.warm_client starts it)
 
 `codist run` (codist.warm_client) connects over a Unix socket and sends the fork launcher's
-arguments, its environment and working directory, and its stdout/stderr (SCM_RIGHTS). The
-server imports what the run's workload needs (imports only: it never runs a torch op, so
-there is no OpenMP pool or other state to inherit), then forks a *supervisor* for the run: a
-new session (so a killpg reaches that run's ranks and nothing else), the client's
-environment, cwd and output, then `fork_launcher.main`, which forks the ranks. The server
-answers the supervisor's pid at once and, when it reaps the supervisor, its exit code (128 + N
-for a signal). If the client goes away (kill -9 of `codist run`, Snakemake cancelling the
+arguments, its environment and working directory. The server imports what the run's workload
+needs (imports only: it never runs a torch op, so there is no OpenMP pool or other state to
+inherit), then forks a *supervisor* for the run: a new session (so a killpg reaches that run's
+ranks and nothing else), which answers its pid, receives the client's stdout/stderr (SCM_RIGHTS),
+takes the client's environment and cwd, then runs `fork_launcher.main`, which forks the ranks,
+and answers its exit code; the server answers 128 + N for a supervisor killed by signal N. If the client goes away (kill -9 of `codist run`, Snakemake cancelling the
 job), the supervisor stops its ranks as on SIGTERM: checkpoint, exit 3, SIGKILL after a grace.
 A "cli" request (codist.warm_cli) carries `codist run`'s own command line instead: the supervisor
 runs that command (validation, the directory lock, the launch, the watchdog) with the server's
