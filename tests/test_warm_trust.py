@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import shutil
 import signal
 import socket
 import subprocess
@@ -50,11 +51,13 @@ def fresh_verdict(monkeypatch):
     monkeypatch.setattr(warm_client, "unavailable", None)   # each test's client decides afresh
 
 
-def shared_tmp() -> Path:
+@pytest.fixture
+def shared_tmp():
     """A folder like /tmp (sticky, everyone may create in it) outside pytest's private one."""
     base = Path(tempfile.mkdtemp(prefix="codist-probe-", dir="/tmp"))
     base.chmod(0o1777)
-    return base
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
 
 
 def as_user(user: pwd.struct_passwd, code: str, **kw) -> subprocess.Popen:
@@ -99,11 +102,11 @@ def test_the_folder_must_be_this_users_own_and_private(tmp_path):
     assert secret.read_text() == "keep"
 
 
-def test_another_users_folder_and_fake_server_get_nothing(tmp_path, other_user):
+def test_another_users_folder_and_fake_server_get_nothing(tmp_path, other_user, shared_tmp):
     """The probe: another user pre-creates codist-warm-<uid> (mode 0777) in the shared temp folder
     with a fake server on the victim's socket. The victim's run must not connect: it says why once
     and trains with the fork launcher; the fake server receives nothing."""
-    base = shared_tmp()
+    base = shared_tmp
     folder = base / f"codist-warm-{os.getuid()}"
     key = server_key(rank_env({**os.environ, "XDG_RUNTIME_DIR": str(base)}, 1, "cpu"))
     fake = as_user(other_user, f"""
@@ -159,10 +162,10 @@ def request_over(sock_path: Path, request: dict) -> dict | None:
         return MessageReader(s).read()
 
 
-def test_the_server_serves_its_own_user_only_and_checks_every_request(tmp_path, other_user):
+def test_the_server_serves_its_own_user_only_and_checks_every_request(tmp_path, other_user, shared_tmp):
     """The umask-000 probe: another user who can reach the socket gets no run (SO_PEERCRED), and a
     request of this user that is not `codist run`, or whose environment is another key's, starts nothing."""
-    base = shared_tmp()
+    base = shared_tmp
     server, sock = light_server(base / "srv")
     try:
         (base / "srv").chmod(0o711)   # as if the folder were reachable: the credentials still refuse
@@ -194,10 +197,10 @@ except (BrokenPipeError, ConnectionResetError):
     assert not Path("/tmp/pwned").exists()
 
 
-def test_a_server_of_another_user_gets_no_request(tmp_path, other_user):
+def test_a_server_of_another_user_gets_no_request(tmp_path, other_user, shared_tmp):
     """The victim (a user) finds, in its own folder, a socket another user listens on (here root):
     the client checks the listener's credentials before sending its environment and output."""
-    base = shared_tmp()
+    base = shared_tmp
     folder = base / f"codist-warm-{other_user.pw_uid}"
     folder.mkdir(mode=0o700)
     os.chown(folder, other_user.pw_uid, other_user.pw_gid)
