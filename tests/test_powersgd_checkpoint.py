@@ -18,6 +18,7 @@ def restored(state: dict, device: str) -> dict:
     algo = PowerSGD.__new__(PowerSGD)   # only its state: no model, no process group
     algo.ctx = SimpleNamespace(device=torch.device(device))
     algo.powersgd_state = PowerSGDState(process_group=None)
+    algo.model = torch.nn.Sequential()   # (its BatchNorm statistics are test_bn_sync's)
     algo.load_rank_checkpoint_state(state)
     return algo.powersgd_state.error_dict
 

@@ -93,6 +93,11 @@ def init(models: int, backend: str, timeout_s: int = 600) -> Topology:
         # /dev/shm buffer per rank for an shm all-reduce codist never uses, and never unlinks it
         os.environ.pop("LOCAL_SIZE", None)
     deepspeed.init_distributed(dist_backend=backend, auto_mpi_discovery=False, timeout=timedelta(seconds=timeout_s))
+    return topology(models)
+
+
+def topology(models: int) -> Topology:
+    """This rank's groups for `models` models over the joined world (every rank calls it alike)."""
     rank, world = dist.get_rank(), dist.get_world_size()
     m = world // models
     dp_groups = [dist.new_group(list(range(i * m, (i + 1) * m))) for i in range(models)]

@@ -304,6 +304,8 @@ def finish(run: Run) -> None:
     """The final models (one file per model, from its group's first rank) and, on rank 0, the
     summary with the whole job's traffic."""
     cfg, topo, meter = run.cfg, run.topo, run.meter
+    if cfg.train.save_model:   # the saved model (a later run's teacher) has its group's statistics
+        run.algo.sync_norm_statistics("control")
     models = run.algo.eval_models()   # on every rank: some algorithms gather models here
     if topo.dp_rank == 0:   # one copy per model, from its group's first rank
         for name, model in models.items():

@@ -22,7 +22,8 @@ from ..distributed import Topology
 from ..precision import autocast
 from ..workloads.base import Workload
 from .registry import spec
-from .updates import EngineUpdate, LocalUpdate
+from .state import norm_statistics
+from .updates import DDPUpdate, EngineUpdate, LocalUpdate
 
 
 @dataclass
@@ -114,6 +115,25 @@ class Algorithm:
     def after_step(self, step: int) -> None:
         """Runs after update `step` has been applied."""
 
+    @torch.no_grad()
+    def sync_norm_statistics(self, category: str) -> None:
+        """Average the BatchNorm running statistics over this model's group (counters kept). The
+        engine all-reduces gradients, not buffers, so each rank's statistics follow its own batches
+        and drift apart; before the model's state leaves the group (an exchange, a saved model) the
+        group agrees on the mean. DDP broadcasts its first rank's buffers before every forward
+        itself; a group of one rank has nothing to agree on."""
+        if self.topo.ranks_per_model == 1 or isinstance(self.update, DDPUpdate):
+            return
+        stats = norm_statistics(self.model)
+        if stats:
+            flat = torch.cat([t.reshape(-1) for t in stats])
+            self.meter.all_reduce(flat, group=self.topo.dp_group, category=category)
+            flat.div_(self.topo.ranks_per_model)
+            offset = 0
+            for t in stats:
+                t.copy_(flat[offset:offset + t.numel()].view_as(t))
+                offset += t.numel()
+
     def train_step(self, step: int, batch) -> float:
         x, y = to_device(batch, self.ctx.device)
         self.before_step(step, x, y)
@@ -137,11 +157,17 @@ class Algorithm:
 
     def rank_checkpoint_state(self) -> dict:
         """What this rank alone holds (checkpointed per rank, `checkpoint_state` once per group):
-        nothing by default. Tensors and plain values only."""
-        return {}
+        its own BatchNorm running statistics when its group has several ranks (they drift apart
+        between exchanges; the group's file has its first rank's). Tensors and plain values only."""
+        if self.topo.ranks_per_model == 1:
+            return {}
+        return {"norm_statistics": [t.clone() for t in norm_statistics(self.model)]}
 
     def load_rank_checkpoint_state(self, state: dict) -> None:
-        """Restore what `rank_checkpoint_state` gave, on this rank."""
+        """Restore what `rank_checkpoint_state` gave, on this rank (after `load_checkpoint_state`)."""
+        with torch.no_grad():
+            for t, saved in zip(norm_statistics(self.model), state.get("norm_statistics", [])):
+                t.copy_(saved)
 
     def load_checkpoint_state(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])

@@ -50,6 +50,7 @@ class Codistill(Algorithm):
     def exchange_checkpoints(self) -> None:
         """Every model's state to the ranks that learn from it (same local index in each group)."""
         t, a = self.topo, self.cfg.algorithm
+        self.sync_norm_statistics("param_exchange")   # the group's statistics, not this rank's
         mine = flat_state(self.model)
         with self.meter.category("param_exchange"):
             if a.topology == "all":

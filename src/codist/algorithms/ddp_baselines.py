@@ -57,9 +57,10 @@ class PowerSGD(DDPAlgorithm):
             self._restore(name, state[name])
 
     def rank_checkpoint_state(self) -> dict:
-        return {"error_dict": dict(self.powersgd_state.error_dict)}
+        return {**super().rank_checkpoint_state(), "error_dict": dict(self.powersgd_state.error_dict)}
 
     def load_rank_checkpoint_state(self, state: dict) -> None:
+        super().load_rank_checkpoint_state(state)
         self._restore("error_dict", state["error_dict"])
 
     def _restore(self, name: str, tensors: dict) -> None:

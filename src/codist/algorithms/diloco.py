@@ -51,6 +51,8 @@ class Diloco(Algorithm):
         self.in_round = bool((step + 1) % a.tau)
         if self.in_round:
             return
+        if a.average_buffers:
+            self.sync_norm_statistics("model_average")   # inside the group first: one rank's would drift
         flat = flat_state(self.model, a.average_buffers)
         self.meter.all_reduce(flat, group=self.topo.cross_group, category="model_average")
         flat.div_(self.topo.models)

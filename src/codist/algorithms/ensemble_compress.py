@@ -34,6 +34,7 @@ class EnsembleCompress(Algorithm):
         self.rounds = 0
 
     def ensemble_round(self) -> None:
+        self.sync_norm_statistics("param_exchange")   # the member is the group's model, not one rank's
         mine = flat_state(self.model)
         gathered = [torch.empty_like(mine) for _ in range(self.topo.models)]
         self.meter.all_gather(gathered, mine, group=self.topo.cross_group, category="param_exchange")

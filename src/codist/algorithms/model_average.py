@@ -33,6 +33,8 @@ class ModelAverage(Algorithm):
         a = self.cfg.algorithm
         if (step + 1) % a.tau:
             return
+        if a.average_buffers:
+            self.sync_norm_statistics("model_average")   # inside the group first: one rank's would drift
         load_flat_state(self.model, self.average(flat_state(self.model, a.average_buffers), "model_average"),
                         a.average_buffers)
         if a.average_optimizer_state:

@@ -14,6 +14,14 @@ def state_tensors(model: nn.Module, buffers: bool = True) -> list[torch.Tensor]:
     return out
 
 
+def norm_statistics(model: nn.Module) -> list[torch.Tensor]:
+    """The running statistics of the model's normalisation layers (BatchNorm's running mean and
+    variance), not their batch counters, nor other buffers (an LM's carried hidden state is each
+    rank's own)."""
+    return [b for m in model.modules() if isinstance(m, nn.modules.batchnorm._NormBase) and m.track_running_stats
+            for b in (m.running_mean, m.running_var) if b is not None]
+
+
 def flat_state(model: nn.Module, buffers: bool = True) -> torch.Tensor:
     return torch.cat([t.reshape(-1) for t in state_tensors(model, buffers)])
 
