@@ -1,5 +1,6 @@
 """The `codist` command: `codist run CONFIG [--set k=v ...] --out DIR`, `codist check CONFIG
-[--set k=v ...]`, `codist data ...` (codist.datacheck), `codist --version`; the exit codes in `--help`."""
+[--set k=v ...]`, `codist data ...` (codist.datacheck; `data fake`: codist.fake_data),
+`codist --version`; the exit codes in `--help`."""
 from __future__ import annotations
 
 import argparse
@@ -54,54 +55,53 @@ def parser() -> argparse.ArgumentParser:
                            help="train from step 0 even if --out holds this run finished or part-done, "
                                 "removing what it holds (another run's files too)")
     # listed here for --help; main() hands `codist data ...` to codist.datacheck's own parser
-    sub.add_parser("data", help="the real data sets' folders: codist data check WORKLOAD DATA_DIR "
-                   "(codist data --help)", add_help=False)
+    sub.add_parser("data", help="the real data sets' folders: codist data check WORKLOAD DATA_DIR; "
+                   "codist data fake --root DIR writes miniatures in the real formats (codist data --help)",
+                   add_help=False)
     return p
 
 
-def main(argv=None, launched_unix: float | None = None) -> int:
-    """`launched_unix`: when `codist run` started (default: this process's start; a warm server's
-    supervisor passes its client's)."""
+def main(argv=None) -> int:
     from .owner import process_start_unix
-    launched_unix = launched_unix or process_start_unix()
+    launched_unix = process_start_unix()   # the ranks' setup_s counts from this process's start
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:2] == ["data", "fake"]:   # `codist data fake --root DIR`: its own parser (codist.fake_data)
+        from .fake_data import main as fake_main
+        return fake_main(argv[2:])
     if argv[:1] == ["data"]:   # `codist data check WORKLOAD DIR`: its own parser (codist.datacheck)
         from .datacheck import main as data_main
         return data_main(argv[1:])
     args = parser().parse_args(argv)
+    options = {"config": args.config, "overrides": args.overrides, "data_root": args.data_root,
+               "out": getattr(args, "out", None), "fresh": getattr(args, "fresh", False)}
     if args.command == "run":   # a warm run: all of it in the warm server, which has the imports below
         from .warm_cli import run_in_warm_server
-        code = run_in_warm_server(args, argv, launched_unix)
+        code = run_in_warm_server(options, launched_unix)
         if code is not None:
             return code
+        from .launch import run_command
+        return run_command(options, launched_unix)
     import yaml
 
     from . import config as config_mod
     from .config import ConfigError
-    from .data_root import with_data_root
-    try:
-        # made absolute here, so ranks started elsewhere read the same folder
-        cfg = with_data_root(config_mod.load(args.config, args.overrides), args.data_root)
-        if args.command == "run" and args.out:   # written into the manifest and every rank's files
-            config_mod.check_path_text("--out", args.out)
-        if args.command == "check":   # the config only; whether it fits this machine is a note
-            from .inputs import check_inputs
-            from .launch import check_fits, resolve_device
-            check_inputs(cfg)   # a missing data folder fails here, not on every rank after launch
-            print(yaml.safe_dump(config_mod.to_dict(cfg), sort_keys=False), end="")
-            try:
-                check_fits(cfg, resolve_device(cfg))
-                fits = "yes"
-            except ConfigError as e:
-                fits = f"no: {e}"
-            print(f"# run id: {cfg.run_id()}  world size: {cfg.parallel.world_size}  valid\n"
-                  f"# fits this machine: {fits}")
-            return 0
-        from .launch import run
-        return run(cfg, args.out or f"runs/{cfg.run_id()}", launched_unix=launched_unix, fresh=args.fresh)
+    from .inputs import check_inputs
+    from .launch import check_fits, command_config, resolve_device
+    try:   # `codist check`: the config only; whether it fits this machine is a note
+        cfg = command_config(options)
+        check_inputs(cfg)   # a missing data folder fails here, not on every rank after launch
     except ConfigError as e:
         print(f"codist: {e}", file=sys.stderr)
         return 2
+    print(yaml.safe_dump(config_mod.to_dict(cfg), sort_keys=False), end="")
+    try:
+        check_fits(cfg, resolve_device(cfg))
+        fits = "yes"
+    except ConfigError as e:
+        fits = f"no: {e}"
+    print(f"# run id: {cfg.run_id()}  world size: {cfg.parallel.world_size}  valid\n"
+          f"# fits this machine: {fits}")
+    return 0
 
 
 if __name__ == "__main__":
