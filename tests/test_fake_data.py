@@ -145,6 +145,12 @@ def test_the_formats_are_the_originals(fake_root):
         assert (fake_root / d / fake_data.MARKER).is_file()
 
 
+def test_codist_data_help_lists_the_command(capsys):
+    with pytest.raises(SystemExit):
+        datacheck.main(["--help"])
+    assert "codist data fake --root DIR" in " ".join(capsys.readouterr().out.split())
+
+
 def test_the_command_writes_again_but_never_over_real_data(tmp_path):
     root = tmp_path / "root"
     done = subprocess.run(CODIST + ["data", "fake", "--root", str(root), "--only", "criteo"],

@@ -219,6 +219,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="codist data", description="data folders for the real data sets")
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("check", help="check a data folder's layout for a workload")
+    # listed for --help only: codist.cli hands `codist data fake ...` to codist.fake_data's own parser
+    sub.add_parser("fake", add_help=False, help="write a miniature of every full-scale data set in its real "
+                   "format, for rehearsals: codist data fake --root DIR (codist data fake --help)")
     c.add_argument("workload", nargs="?", choices=["cifar", "imagenet", "lm", "ctr", "translation"])
     c.add_argument("data_dir", nargs="?")
     c.add_argument("--config", help="instead: the workload section (data_dir and options) of a run config")

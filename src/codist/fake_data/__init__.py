@@ -1,7 +1,7 @@
 """`codist data fake --root DIR`: a miniature of every data set the full scale reads, in the real
 on-disk format, for rehearsing the full-scale runs without the real data.
 
-    codist data fake --root /tmp/fake-data                 # all of them (a few seconds, ~12 MB)
+    codist data fake --root /tmp/fake-data                 # all of them (seconds, ~12 MB)
     codist data fake --root /tmp/fake-data --only criteo cifar
     codist run CONFIG --data-root /tmp/fake-data           # a full-scale config reads the copies
 
@@ -105,9 +105,9 @@ def main(argv=None) -> int:
     names = "\n".join(f"  {n:<20} {what}" for n, (what, _, _) in DATA_SETS.items())
     p = argparse.ArgumentParser(
         prog="codist data fake", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="write a miniature of every data set the full scale reads, in the real on-disk format "
-                    "(random content, a few MB), under the names the full-scale configs use; then "
-                    "`codist data check --config PRESET --data-root DIR` or `codist run CONFIG --data-root DIR`",
+        description="Write a miniature of every data set the full scale reads, in the real on-disk format\n"
+                    "(random content, about 12 MB), under the names the full-scale configs use; then\n"
+                    "`codist data check --config PRESET --data-root DIR` or `codist run CONFIG --data-root DIR`.",
         epilog=f"data sets (folder under --root):\n{names}\n\nAn existing folder is replaced only if it holds "
                f"a {MARKER} file (written by this command); real data are never written over.")
     p.add_argument("--root", required=True, metavar="DIR", help="the data root to write into (created if missing)")
