@@ -72,6 +72,14 @@ def test_data_check_accepts_each_data_set(plan, fake_root, tmp_path, capsys):
         assert code == 0 and out.rstrip().endswith(f"data in {fake_root / data_dir}: ok"), out
 
 
+def test_codist_check_accepts_each_full_scale_preset(fake_root, capsys):
+    """`codist check PRESET --data-root FAKE` (its input checks: codist.inputs) for every preset."""
+    from codist import cli
+    for preset in sorted((ROOT / "replications" / "presets").glob("*.yaml")):
+        assert cli.main(["check", str(preset), "--data-root", str(fake_root)]) == 0, capsys.readouterr().err
+        assert "valid" in capsys.readouterr().out
+
+
 @pytest.mark.slow   # eight processes importing torch (two also fairseq): ~15 s of CPU
 def test_the_codist_data_check_command_accepts_each_data_set(plan, fake_root, tmp_path):
     """The real command, a process per data set, all started at once."""
@@ -164,7 +172,10 @@ def test_the_command_writes_again_but_never_over_real_data(tmp_path):
     real = root / "cifar"
     real.mkdir()
     (real / "data_batch_1").write_bytes(b"real")
-    refused = subprocess.run(CODIST + ["data", "fake", "--root", str(root)], capture_output=True, text=True, timeout=120)
-    assert refused.returncode == 2
-    assert refused.stderr.strip().startswith(f"codist data fake: {real}: exists and is not fake data")
+    for only in ([], ["--only", "criteo"]):   # not even beside a real data set
+        refused = subprocess.run(CODIST + ["data", "fake", "--root", str(root)] + only,
+                                 capture_output=True, text=True, timeout=120)
+        assert refused.returncode == 2
+        assert refused.stderr.strip().startswith(f"codist data fake: {real}: exists and is not fake data")
     assert (real / "data_batch_1").read_bytes() == b"real" and not (root / "imagenet").exists()
+    assert (root / "criteo" / "train.txt").read_bytes() == first

@@ -13,8 +13,9 @@ plain TSV for Criteo. The content is random (seeded: the same seed writes the sa
 so that the workloads' readers accept it unchanged (see each module's sizes and why).
 
 Every folder written holds a `CODIST_FAKE_DATA` file saying what it is. An existing folder of
-the same name is replaced only if it holds that file: anything else (a real data set) is never
-written over. Each data set is built in a hidden folder beside it and renamed into place.
+the same name is replaced only if it holds that file, and a root where any data set's folder
+lacks it (a real data root) is refused as a whole, so fake and real data never share a root.
+Each data set is built in a hidden folder beside it and renamed into place.
 """
 from __future__ import annotations
 
@@ -74,11 +75,11 @@ def write(root: str | os.PathLike, names=None, seed: int = 0, log=print) -> dict
     for n in list(wanted):
         wanted += [d for d in DATA_SETS[n][2] if d not in wanted]
     order = [n for n in DATA_SETS if n in wanted]
-    for n in order:
+    for n in DATA_SETS:   # all of them: a root holding a real data set is no place for fake ones beside it
         dest = root / n
         if dest.exists() and not (dest / MARKER).is_file():
-            raise Refused(f"{dest}: exists and is not fake data (no {MARKER} file in it); refusing to write over "
-                          f"it: expected an empty or new --root, or one written by codist data fake")
+            raise Refused(f"{dest}: exists and is not fake data (no {MARKER} file in it); refusing to write in "
+                          f"{root}: expected an empty or new --root, or one written by codist data fake")
     root.mkdir(parents=True, exist_ok=True)
     done = {}
     for n in order:
