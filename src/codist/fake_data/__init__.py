@@ -7,7 +7,7 @@ on-disk format, for rehearsing the full-scale runs without the real data.
 
 Each data set is written under the name the full-scale configs give it (`workload.data_dir`),
 by the format's own tool where one exists: PIL's JPEG encoder for the ImageFolder, pickle
-(protocol 2, bytes keys) for CIFAR's python batches, fairseq-preprocess for the translation
+(protocol 2, bytes as Python 2 str, as the originals) for CIFAR's python batches, fairseq-preprocess for the translation
 pairs; WARC/1.0 records written here for the WET shards (no WARC library is installed) and
 plain TSV for Criteo. The content is random (seeded: the same seed writes the same bytes), sized
 so that the workloads' readers accept it unchanged (see each module's sizes and why).
