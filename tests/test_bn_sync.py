@@ -5,6 +5,7 @@ checkpoints its own, so a resumed run continues exactly."""
 import json
 import shutil
 
+import pytest
 import torch
 import torch.multiprocessing as mp
 from conftest import TINY, deep_update, launch_run, read_rows
@@ -45,6 +46,7 @@ def _ranks(rank, port, out):
                  teacher.running_mean[0].item(), meter.counts[("param_exchange", "within")].calls)
 
 
+@pytest.mark.slow   # 4 processes: about 30 s of CPU
 def test_a_group_agrees_on_its_statistics_before_they_leave_it():
     with mp.Manager() as manager:
         out = manager.dict()

@@ -3,7 +3,7 @@
 Layout under RUN/checkpoint/:
   step-<N>/group-<g>.pt   one per model group (its first rank writes it): model, optimizer,
                           scheduler and algorithm state (teachers, ensemble members, rounds)
-  step-<N>/rank-<r>.pt    one per rank: RNG state, the meter's counters, loop timers, the
+  step-<N>/rank-<r>.pt    one per rank: RNG state (the GPU's too), the meter's counters, loop timers, the
                           algorithm's per-rank state (PowerSGD's residuals)
   latest.json             written by rank 0 after every rank has written: {"step", "run_id"}
 
@@ -47,6 +47,22 @@ def latest(run: Path, run_id: str) -> int | None:
         raise CheckpointError(f"{path}: checkpoint of run {found}, but this config is run {run_id}; "
                               f"delete {path.parent} or use another --out directory")
     return step
+
+
+def rng_state(device: torch.device) -> dict:
+    """This rank's random state: the CPU generator, and on a GPU its own (dropout and other random
+    operations on the GPU draw from it, so a resumed GPU run is exact only with it)."""
+    state = {"rng": torch.get_rng_state()}
+    if device.type == "cuda":
+        state["cuda_rng"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def restore_rng(state: dict, device: torch.device) -> None:
+    """Set what `rng_state` saved (a checkpoint written on the CPU has no GPU generator to set)."""
+    torch.set_rng_state(state["rng"])
+    if device.type == "cuda" and "cuda_rng" in state:
+        torch.cuda.set_rng_state(state["cuda_rng"], device)
 
 
 NONE, FAILED = -1, -2   # what rank 0 broadcasts when there is no checkpoint, or it could not read the index

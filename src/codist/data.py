@@ -8,6 +8,7 @@ epoch are dropped (every update has the same size).
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch.utils.data import Dataset, Subset, TensorDataset
 from torch.utils.data._utils.collate import default_collate
@@ -87,6 +88,16 @@ def to_device(obj, device: torch.device):
     if isinstance(obj, dict):
         return {k: to_device(v, device) for k, v in obj.items()}
     return obj
+
+
+def seed_rank_streams(seed: int, model: int, dp_rank: int) -> None:
+    """Make the global RNG from here on this rank's own: random augmentation in the main process,
+    dropout, and the loader workers' seeds (DataLoader draws them from it). The ranks of a model's
+    group leave set-up with one state (they built the same model from its seed), so they would crop,
+    flip and drop out alike: rank j > 0 is reseeded from (seed, model, j); rank 0 keeps its stream,
+    the one every rank had before, so groups of one rank train as they did."""
+    if dp_rank:
+        torch.manual_seed(int(np.random.SeedSequence([seed, model, dp_rank]).generate_state(1)[0]))
 
 
 class _Steps(torch.utils.data.Sampler):

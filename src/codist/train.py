@@ -27,6 +27,7 @@ from .comm import CommMeter, summarize
 from .config import RunConfig
 from .cuda_defaults import backend_settings, configure_backends
 from .data_root import workload_with_data
+from .data import seed_rank_streams
 from .distributed import Topology, init, pick_device
 from .engine import deepspeed_config
 from .evaluation import Evaluator
@@ -175,6 +176,7 @@ def set_up(args) -> Run:
     algo.setup()
     stream = algo.train_stream()
     evaluate = Evaluator(ctx, algo)
+    seed_rank_streams(cfg.seed, topo.model_index, topo.dp_rank)   # a group's ranks augment alike otherwise
     log = MetricsLog(out / "metrics.jsonl", config_mod.to_dict(cfg))   # the config names its TensorBoard run
     return Run(cfg, out, topo, meter, workload, algo, stream, evaluate, log, heartbeat,
                stop, threads, device, launched=float(os.environ.get("CODIST_LAUNCH_UNIX", t_process)))
@@ -193,7 +195,7 @@ def resume(run: Run) -> None:
         group_state, rank_state = checkpoint.load(out, start, run_id, topo.rank, topo.model_index)
         run.algo.load_checkpoint_state(group_state["algorithm"])
         run.algo.load_rank_checkpoint_state(rank_state.get("algorithm", {}))   # this rank's own (PowerSGD's residuals)
-        torch.set_rng_state(rank_state["rng"])
+        checkpoint.restore_rng(rank_state, run.device)
         run.meter.load_tensor(rank_state["meter"])
         run.timers, run.rows = rank_state["timers"], json.loads(rank_state["rows"])
         run.resume_load_s = time.perf_counter() - t_load
@@ -213,7 +215,7 @@ def save_checkpoint(run: Run, done: int) -> None:
     if topo.dp_rank == 0:
         group_state = {"group": topo.model_index, "algorithm": run.algo.checkpoint_state()}
     checkpoint.save(run.out, done, run.cfg.run_id(), topo.rank, group_state,
-                    {"rng": torch.get_rng_state(), "meter": run.meter.as_tensor(), "timers": timers,
+                    {**checkpoint.rng_state(run.device), "meter": run.meter.as_tensor(), "timers": timers,
                      "rows": json.dumps(run.rows), "algorithm": run.algo.rank_checkpoint_state()},
                     barrier=lambda: run.meter.barrier())
     timers["checkpoint_s"] = timers.get("checkpoint_s", 0.0) + time.perf_counter() - t0
