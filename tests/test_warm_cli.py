@@ -59,8 +59,8 @@ def test_a_server_whose_imports_do_not_fit_answers_retry_and_runs_nothing(tmp_pa
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(deep_update(TINY, {"launch": {"threads_per_rank": 2}})))
     out = tmp_path / "out"
-    argv = ["run", str(path), "--out", str(out)]
-    request = {"cli": argv, "env": dict(os.environ), "config": str(path), "launched_unix": time.time(),
+    options = {"config": str(path), "overrides": [], "data_root": None, "out": str(out), "fresh": False}
+    request = {"run": options, "env": dict(os.environ), "config": str(path), "launched_unix": time.time(),
                "pid": os.getpid()}
     assert WarmRun(request, rank_env(os.environ, 1, "cpu")).wait(timeout=120) == RETRY_COLD
     assert not (out / "config.yaml").exists() and not (out / "summary.json").exists()

@@ -24,7 +24,7 @@ import pytest
 import yaml
 from conftest import ROOT, TINY
 
-from codist import warm_client
+from codist import warm_client, warm_server
 from codist.rank_env import rank_env
 from codist.warm_client import WarmRun, WarmUnavailable, server_key
 from codist.warm_server import UntrustedPath, open_private, private_dir, send_message
@@ -187,7 +187,10 @@ except (BrokenPipeError, ConnectionResetError):
         (base / "srv").chmod(0o700)
         assert request_over(sock, {"cli": ["check", "x.yaml"], "env": {}, "cwd": "/", "config": "x.yaml",
                                    "pid": os.getpid(), "launched_unix": 0})["refused"].startswith(
-            "a 'cli' request runs 'codist run' only")
+            "a request is 'run' (codist run's options) or 'argv'")
+        assert request_over(sock, {"run": {"config": "x.yaml", "overrides": []}, "env": {}, "cwd": "/",
+                                   "config": "x.yaml", "pid": os.getpid(), "launched_unix": 0})["refused"] == (
+            "this server was started without a run_command: 'argv' requests only")
         assert "does not match this server's key" in request_over(
             sock, {"argv": ["--nprocs", "1", "--master_port", "1", "--"], "env": {}, "cwd": "/"})["refused"]
     finally:
@@ -333,7 +336,7 @@ def test_an_edited_plugin_module_gets_a_new_server(tmp_path):
     stat = plugin.stat()
     os.utime(plugin, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))
     assert server_key(env) != key
-    assert warm_client.plugin_files(env) == [str(plugin)]
+    assert warm_server.plugin_files(env) == [str(plugin)]
 
 
 def test_a_server_killed_mid_run_leaves_the_run_and_its_exit_code(tmp_path):

@@ -21,14 +21,14 @@ import sys
 import time
 from pathlib import Path
 
-from .config import ConfigError, RunConfig, dump
+from .config import ConfigError, RunConfig, check_path_text, dump, load
 from .cluster import (FORKING_LAUNCHERS, expand_nodelist, hostnames, in_allocation, job_resources,  # noqa: F401
                       nodes_needed, ranks_by_srun, srun_command)   # (expand_nodelist, nodes_needed: re-exported)
 from .cuda_fit import check as check_cuda_fit
 from .inputs import check_inputs
 from .owner import owner_env
-from . import warm_server
 from .fork_launcher import ForkedRun
+from .warm_server import RETRY_COLD, Supervised, server_key
 from .rank_env import no_gpu_possible, rank_env
 from .rundir import RunDir
 from .runlog import RANK_LOG_DIR
@@ -136,13 +136,15 @@ def single_rank_env(port: int) -> dict[str, str]:
             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
 
 
-def launch_env(cfg: RunConfig, device: str, threads: int, launched_unix: float | None = None) -> dict[str, str]:
+def launch_env(cfg: RunConfig, device: str, threads: int, launched_unix: float | None = None,
+               owner_pid: int | None = None) -> dict[str, str]:
+    """The ranks' environment; `owner_pid`: the `codist run` they stop without (default this process)."""
     env = rank_env(os.environ, threads, device)
     env.update({
         "CODIST_LAUNCHER": cfg.launch.launcher,
         "CODIST_LAUNCH_UNIX": repr(launched_unix or time.time()),
     })
-    env.update(owner_env())   # a rank whose `codist run` is gone stops (codist.owner)
+    env.update(owner_env(owner_pid or os.getpid()))   # a rank whose `codist run` is gone stops (codist.owner)
     return env
 
 
@@ -221,7 +223,31 @@ def _watch(proc: subprocess.Popen, out: Path, hang_s: int, world: int) -> str | 
                     f"first to stop, {where}; the job was killed")
 
 
-def run(cfg: RunConfig, out: str | os.PathLike, launched_unix: float | None = None, fresh: bool = False) -> int:
+def command_config(options: dict) -> RunConfig:
+    """The validated config of `codist run`/`check`'s parsed options (config, overrides,
+    data_root, out), or ConfigError."""
+    from .data_root import with_data_root
+    # made absolute here, so ranks started elsewhere read the same folder
+    cfg = with_data_root(load(options["config"], options["overrides"]), options.get("data_root"))
+    if options.get("out"):   # written into the manifest and every rank's files
+        check_path_text("--out", options["out"])
+    return cfg
+
+
+def run_command(options: dict, launched_unix: float, supervised: Supervised | None = None) -> int:
+    """`codist run` with its parsed options, from the command line (codist.cli) or in a warm
+    server's supervisor for its client (codist.warm_cli, `supervised`); bad input is one line, 2."""
+    try:
+        cfg = command_config(options)
+        return run(cfg, options.get("out") or f"runs/{cfg.run_id()}", launched_unix, options.get("fresh", False),
+                   supervised)
+    except ConfigError as e:
+        print(f"codist: {e}", file=sys.stderr)
+        return 2
+
+
+def run(cfg: RunConfig, out: str | os.PathLike, launched_unix: float | None = None, fresh: bool = False,
+        supervised: Supervised | None = None) -> int:
     """Claim `out` (codist.rundir: one run at a time, never another run's files), write the
     resolved config into it, start every rank, wait; returns the exit code. A run that `out`
     holds finished is not trained again (a no-op that says so) unless `fresh`, which also
@@ -230,24 +256,24 @@ def run(cfg: RunConfig, out: str | os.PathLike, launched_unix: float | None = No
 
     SIGTERM, SIGINT or SIGUSR1 (SLURM preemption) sent to this process reach every rank as
     SIGTERM: they checkpoint and exit with EXIT_PREEMPTED; rerunning resumes. If this process
-    dies, the ranks notice (codist.owner) and stop the same way.
+    dies, the ranks notice (codist.owner) and stop the same way. `supervised`: this runs in a warm
+    server's supervisor for its client, who owns the ranks and the directory's lock.
     """
     device = resolve_device(cfg)
     check_fits(cfg, device)
     check_inputs(cfg)
-    if cfg.launch.launcher == "warm" and warm_server.supervised is not None:
-        from .warm_client import server_key
-        if server_key(rank_env(os.environ, threads_per_rank(cfg), device)) != warm_server.supervised.key:
-            return warm_server.RETRY_COLD   # imported under another environment: codist run launches itself
+    if supervised is not None and (cfg.launch.launcher != "warm" or
+                                   server_key(rank_env(os.environ, threads_per_rank(cfg), device)) != supervised.key):
+        return RETRY_COLD   # not for this server's imports: the client's codist run launches itself
     out = Path(out).resolve()
-    rundir = RunDir(out)
+    rundir = RunDir(out, supervised.client_pid if supervised else os.getpid())
     try:
         if rundir.finished(cfg.run_id()) and not fresh:
             print(f"codist: {out}: run {cfg.run_id()} already finished (summary.json); nothing to do "
                   f"(--fresh trains it again from step 0)", file=sys.stderr)
             return 0
         rundir.prepare(cfg.run_id(), fresh)
-        return _launch(cfg, out, device, launched_unix)
+        return _launch(cfg, out, device, launched_unix, supervised)
     finally:
         rundir.close()
 
@@ -293,18 +319,18 @@ def exit_code(cfg: RunConfig, rc: int) -> int:
     return rc
 
 
-def _launch(cfg: RunConfig, out: Path, device: str, launched_unix: float | None) -> int:
+def _launch(cfg: RunConfig, out: Path, device: str, launched_unix: float | None, supervised: Supervised | None) -> int:
     config_path = out / "config.yaml"
     dump(cfg, config_path)
     port = cfg.launch.master_port or free_port()
     threads = threads_per_rank(cfg)
     cmd = build_command(cfg, config_path, out, port)
-    env = launch_env(cfg, device, threads, launched_unix)
+    env = launch_env(cfg, device, threads, launched_unix, supervised.client_pid if supervised else None)
     env[RANK_LOG_DIR] = str(out / "logs")   # each rank's output in RUN/logs/rank<N>.log (rank 0's here too)
     if cmd[1:3] == ["-m", "codist.train"]:
         env.update(single_rank_env(port))
-    if cfg.launch.launcher == "warm" and warm_server.supervised is not None:   # `codist run` in the server
-        proc = ForkedRun(cmd[3:], env, owner=warm_server.supervised.conn)
+    if supervised is not None:   # `codist run` in the warm server's supervisor: the ranks forked from here
+        proc = ForkedRun(cmd[3:], env, owner=supervised.conn)
     elif cfg.launch.launcher == "warm":   # the warm server forks the fork launcher's work for us
         from .warm_client import WarmRun, WarmUnavailable
         try:

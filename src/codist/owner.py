@@ -32,19 +32,9 @@ def process_start_unix() -> float:
     return time.time() - (time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK"))
 
 
-#: the `codist run` this process acts for, when not itself: a warm server's supervisor runs its
-#: client's command (codist.warm_cli) and sets it, so the ranks and the directory lock name the client
-client_pid: int | None = None
-
-
-def command_pid() -> int:
-    """The pid of the `codist run` that owns what this process starts."""
-    return client_pid or os.getpid()
-
-
-def owner_env() -> dict[str, str]:
-    """The environment entry that names the run's owner, `command_pid()` (Linux; none elsewhere)."""
-    pid = command_pid()
+def owner_env(pid: int) -> dict[str, str]:
+    """The environment entry that names the run's owner, the `codist run` of pid `pid` (Linux; none
+    elsewhere). A warm server's supervisor runs its client's command and names the client."""
     ticks = start_ticks(pid)
     return {ENV: f"{pid}:{ticks}"} if ticks is not None else {}
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import shutil
 from pathlib import Path
 
 from .config import ConfigError
-from .owner import command_pid
 
 LOCK = ".codist.lock"
 # what a run writes into its directory (beside these: the workflow's log lives elsewhere)
@@ -29,9 +29,10 @@ RUN_DIRS = ("checkpoint", ".ranks", "tensorboard", "logs")   # logs: per-rank st
 
 
 class RunDir:
-    """The locked run directory; `close()` releases it (so does the process's exit)."""
+    """The locked run directory; `close()` releases it (so does the process's exit). `holder`: the
+    pid the lock names, the `codist run` a user sees (a warm supervisor's client; default this process)."""
 
-    def __init__(self, out: Path):
+    def __init__(self, out: Path, holder: int | None = None):
         self.out = out
         if out.exists() and not out.is_dir():
             raise ConfigError(f"--out {out}: is a file; expected a run directory (new, or one codist run wrote)")
@@ -50,7 +51,7 @@ class RunDir:
                               f"or use another --out") from None
         self.lock.seek(0)
         self.lock.truncate()
-        self.lock.write(f"{command_pid()}\n")   # the codist run a user sees (a warm supervisor's client)
+        self.lock.write(f"{holder or os.getpid()}\n")
         self.lock.flush()
 
     def recorded_ids(self) -> dict[str, str]:

@@ -7,10 +7,16 @@ CPU, most of a warm run's start-up (measured: `codist run` start to the first up
 0.25 s of it before the client's request). What the client must know before it can pick the
 server it reads from the raw YAML and `--set launch.*` overrides alone: `launch.launcher: warm`,
 an explicit `launch.threads_per_rank` and a CPU device (the server's imports depend on the thread
-count: codist.warm_client's key). Anything else, or a config it cannot read, takes the ordinary
-path, which reports errors itself. The supervisor checks the key again after validating
+count: codist.warm_server's key). Anything else, or a config it cannot read, takes the ordinary
+path, which reports errors itself. The client sends `codist run`'s parsed options (a "run"
+request: the server never parses a command line); the supervisor runs them with
+`launch.run_command`, as `codist run` does, and checks the key again after validating
 (`launch.run`): if the resolved config needs another server it answers RETRY_COLD and the client
 runs the ordinary path.
+
+This module is also the warm server's program (`python -m codist.warm_cli --socket PATH`, started
+by codist.warm_client): `warm_server.main` given `run_for_client`, so the server itself imports
+neither this module nor the launcher.
 
 Every `codist run` property holds: the supervisor owns the run directory (its lock) and the
 ranks; SIGTERM/SIGINT/SIGUSR1 to the client reach it; a client that vanishes makes the ranks
@@ -24,7 +30,7 @@ import signal
 from pathlib import Path
 
 from .rank_env import no_gpu_possible, rank_env
-from .warm_server import RETRY_COLD
+from .warm_server import RETRY_COLD, Supervised
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
 
@@ -57,16 +63,14 @@ def warm_threads(config: str, overrides: list[str]) -> int | None:
     return threads
 
 
-def run_in_warm_server(args, argv: list[str], launched_unix: float) -> int | None:
-    """The exit code of `codist run` run by the warm server, or None to run it here instead."""
-    from . import warm_server
-    if warm_server.supervised is not None:   # this is the supervisor already
-        return None
-    threads = warm_threads(args.config, args.overrides)
+def run_in_warm_server(options: dict, launched_unix: float) -> int | None:
+    """The exit code of `codist run` (its parsed `options`) run by the warm server, or None to run
+    it here instead."""
+    threads = warm_threads(options["config"], options["overrides"])
     if threads is None:
         return None
     from .warm_client import WarmRun
-    request = {"cli": argv, "env": dict(os.environ), "config": str(Path(args.config).resolve()),
+    request = {"run": options, "env": dict(os.environ), "config": str(Path(options["config"]).resolve()),
                "launched_unix": launched_unix, "pid": os.getpid()}
     try:
         proc = WarmRun(request, rank_env(os.environ, threads, "cpu"))
@@ -82,3 +86,14 @@ def run_in_warm_server(args, argv: list[str], launched_unix: float) -> int | Non
         for s, handler in previous.items():
             signal.signal(s, handler)
     return None if code == RETRY_COLD else code
+
+
+def run_for_client(request: dict, supervised: Supervised) -> int:
+    """In the warm server's supervisor: the client's `codist run`, with the server's imports."""
+    from .launch import run_command
+    return run_command(request["run"], request["launched_unix"], supervised)
+
+
+if __name__ == "__main__":
+    from . import fork_launcher, warm_server
+    fork_launcher.exit_now(warm_server.main(run_command=run_for_client))

@@ -1,10 +1,9 @@
 """`codist run`'s side of `launch.launcher: warm`: find (or start) the warm server for this
 code and environment, hand it one run, and wait for it like a subprocess.
 
-The socket is keyed by everything the server's imports depend on: the interpreter, the codist
-sources and the CODIST_PLUGINS modules' files (path, size, mtime: an edited file gets a new
-server, never stale code) and the environment read at import time (threads, accelerator,
-paths). Runs with the same key share one server; a stale one idles out (codist.warm_server).
+The socket is keyed by everything the server's imports depend on (`warm_server.server_key`:
+the interpreter, the codist sources and the CODIST_PLUGINS modules' files, the environment read
+at import time). Runs with the same key share one server; a stale one idles out (codist.warm_server).
 
 Trust: the socket's folder must be this user's own, mode 0700 (`warm_server.private_dir`); the
 process listening on the socket must run as this user (SO_PEERCRED), checked before the request
@@ -16,7 +15,6 @@ line, and `codist.launch` runs the fork launcher itself.
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import select
 import signal
@@ -27,12 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from .warm_server import MessageReader, UntrustedPath, open_private, peer_credentials, private_dir, send_message
+from .warm_server import (MessageReader, UntrustedPath, open_private, peer_credentials, private_dir, send_message,
+                          server_key)
 
-# environment variables read while torch, numpy (OpenBLAS) and DeepSpeed import
-# (and CODIST_PLUGINS: the server imports those modules with codist.config)
-IMPORT_ENV_PREFIXES = ("OMP_", "MKL_", "KMP_", "OPENBLAS_", "TORCH", "DS_", "CUDA", "PYTHON", "LD_", "NCCL_",
-                       "CODIST_PLUGINS")
 CONNECT_TIMEOUT_S = 120.0   # a new server listens within a second; the budget is for a loaded machine
 POLL_S = 0.2                # while waiting for the server's answer: how often to look whether it is stopped
 IDLE_S_DEFAULT = 300.0        # a server with no run exits after this long (CODIST_WARM_IDLE_S)
@@ -62,40 +57,6 @@ def stop_servers(runtime: Path, sig: int = signal.SIGTERM) -> None:
                 os.kill(int(text), sig)
             except ProcessLookupError:
                 pass
-
-
-def plugin_files(env: dict[str, str]) -> list[str]:
-    """The files of the CODIST_PLUGINS modules (comma-separated module names) where the server
-    would find them (its PYTHONPATH, then this interpreter's path), looked up without importing
-    anything; a module not found adds nothing."""
-    from importlib.machinery import PathFinder
-    files = []
-    for name in (n.strip() for n in env.get("CODIST_PLUGINS", "").split(",")):
-        search = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p] + sys.path
-        parts, spec = name.split("."), None
-        for i in range(len(parts) if name else 0):
-            spec = PathFinder.find_spec(".".join(parts[:i + 1]), search)
-            if spec is None:
-                break
-            search = list(spec.submodule_search_locations or [])
-        if spec is not None and spec.origin and os.path.isfile(spec.origin):
-            files.append(spec.origin)
-    return files
-
-
-def server_key(env: dict[str, str]) -> str:
-    h = hashlib.sha256(sys.executable.encode())
-    package = Path(__file__).resolve().parent
-    for path in sorted(package.rglob("*.py")):
-        st = path.stat()
-        h.update(f"{path.relative_to(package)}:{st.st_size}:{st.st_mtime_ns}\n".encode())
-    for path in plugin_files(env):
-        st = os.stat(path)
-        h.update(f"{path}:{st.st_size}:{st.st_mtime_ns}\n".encode())
-    for name in sorted(env):
-        if name.startswith(IMPORT_ENV_PREFIXES):
-            h.update(f"{name}={env[name]}\n".encode())
-    return h.hexdigest()[:16]
 
 
 def process_stat(pid: int) -> tuple[str, int, int, int] | None:
@@ -142,7 +103,7 @@ def _connect(env: dict[str, str]) -> tuple[socket.socket, int]:
             out = open_private(log, os.O_WRONLY | os.O_APPEND)
             try:
                 server = subprocess.Popen(
-                    [sys.executable, "-m", "codist.warm_server", "--socket", str(path), "--idle_s", idle_s],
+                    [sys.executable, "-m", "codist.warm_cli", "--socket", str(path), "--idle_s", idle_s],
                     env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
             finally:
                 os.close(out)
@@ -160,7 +121,7 @@ class WarmRun:
 
     def __init__(self, request: dict, key_env: dict[str, str]):
         """`request`: {"argv": the fork launcher's arguments, "env": the ranks' environment}, or
-        {"cli": `codist run`'s arguments, "env", "config", "launched_unix"} (codist.warm_cli);
+        {"run": `codist run`'s options, "env", "config", "launched_unix", "pid"} (codist.warm_cli);
         `key_env`: the environment whose import-time part picks the server."""
         self.returncode: int | None = None
         self.sock, self.server_pid = connect(key_env)

@@ -1,7 +1,7 @@
 """`launch.launcher: warm`: one process imports torch, DeepSpeed and codist once, then starts
 many runs, each as `fork` would (codist.fork_launcher), without paying the imports again.
 
-    python -m codist.warm_server --socket PATH [--idle_s 300]    (codist.warm_client starts it)
+    python -m codist.warm_cli --socket PATH [--idle_s 300]    (codist.warm_client starts it)
 
 `codist run` (codist.warm_client) connects over a Unix socket and sends the fork launcher's
 arguments, its environment and working directory. The server imports what the run's workload
@@ -11,9 +11,11 @@ ranks and nothing else), which answers its pid, receives the client's stdout/std
 takes the client's environment and cwd, then runs `fork_launcher.main`, which forks the ranks,
 and answers its exit code; the server answers 128 + N for a supervisor killed by signal N. If the client goes away (kill -9 of `codist run`, Snakemake cancelling the
 job), the supervisor stops its ranks as on SIGTERM: checkpoint, exit 3, SIGKILL after a grace.
-A "cli" request (codist.warm_cli) carries `codist run`'s own command line instead: the supervisor
-runs that command (validation, the directory lock, the launch, the watchdog) with the server's
-imports, and the client only waits.
+A "run" request (codist.warm_cli) carries `codist run`'s parsed options instead: the supervisor
+hands them to the server's `run_command` (codist.warm_cli, which starts this server: validation,
+the directory lock, the launch, the watchdog) with the server's imports, and the client only
+waits. The server imports nothing above it (no CLI, no launcher): what a "run" request does is
+given to it, and a server started without a `run_command` refuses such requests.
 
 Why our own server rather than a library: the runs must fork from a process that holds the
 imports (fork's copy-on-write), which a process pool or a job runner does not give with
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import hashlib
 import json
 import os
 import select
@@ -50,6 +53,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from . import fork_launcher
 
@@ -61,15 +65,57 @@ PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 RETRY_COLD = 75                # `codist run` in a supervisor: this server's imports do not fit; run it yourself
 
 
+# environment variables read while torch, numpy (OpenBLAS) and DeepSpeed import
+# (and CODIST_PLUGINS: the server imports those modules with codist.config)
+IMPORT_ENV_PREFIXES = ("OMP_", "MKL_", "KMP_", "OPENBLAS_", "TORCH", "DS_", "CUDA", "PYTHON", "LD_", "NCCL_",
+                       "CODIST_PLUGINS")
+
+
 @dataclass(frozen=True)
 class Supervised:
-    """Set in a supervisor that runs `codist run` itself (a "cli" request): the client's connection
-    and this server's key (codist.launch starts the ranks in-process, or answers RETRY_COLD)."""
+    """What a supervisor running `codist run` itself (a "run" request) hands to `run_command`: the
+    client's connection (the ranks' owner), this server's key (codist.launch answers RETRY_COLD
+    when the validated config needs another) and the client's pid (the directory lock's holder)."""
     conn: socket.socket
     key: str
+    client_pid: int
 
 
-supervised: Supervised | None = None
+def plugin_files(env: dict[str, str]) -> list[str]:
+    """The files of the CODIST_PLUGINS modules (comma-separated module names) where the server
+    would find them (its PYTHONPATH, then this interpreter's path), looked up without importing
+    anything; a module not found adds nothing."""
+    from importlib.machinery import PathFinder
+    files = []
+    for name in (n.strip() for n in env.get("CODIST_PLUGINS", "").split(",")):
+        search = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p] + sys.path
+        parts, spec = name.split("."), None
+        for i in range(len(parts) if name else 0):
+            spec = PathFinder.find_spec(".".join(parts[:i + 1]), search)
+            if spec is None:
+                break
+            search = list(spec.submodule_search_locations or [])
+        if spec is not None and spec.origin and os.path.isfile(spec.origin):
+            files.append(spec.origin)
+    return files
+
+
+def server_key(env: dict[str, str]) -> str:
+    """The key of the server whose imports fit `env`: the interpreter, the codist sources' and the
+    CODIST_PLUGINS modules' files (path, size, mtime: an edited file gets a new server, never stale
+    code) and the environment read at import time (threads, accelerator, paths)."""
+    h = hashlib.sha256(sys.executable.encode())
+    package = Path(__file__).resolve().parent
+    for path in sorted(package.rglob("*.py")):
+        st = path.stat()
+        h.update(f"{path.relative_to(package)}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    for path in plugin_files(env):
+        st = os.stat(path)
+        h.update(f"{path}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    for name in sorted(env):
+        if name.startswith(IMPORT_ENV_PREFIXES):
+            h.update(f"{name}={env[name]}\n".encode())
+    return h.hexdigest()[:16]
 
 
 def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
@@ -169,15 +215,15 @@ def client_gone(conn: socket.socket) -> bool:
         return True
 
 
-def request_error(request: dict, key: str) -> str | None:
-    """Why the supervisor must not run `request`, or None. The same checks for both kinds: a
-    "cli" request runs `codist run` only (its own lock, and the key check after validation:
-    codist.launch), an "argv" request only with the import-time environment of this server's key."""
-    if "cli" in request:
-        if request["cli"][:1] != ["run"]:
-            return f"a 'cli' request runs 'codist run' only, not {request['cli'][:1]}"
-        return None
-    from .warm_client import server_key
+def request_error(request: dict, key: str, runs_commands: bool) -> str | None:
+    """Why the supervisor must not run `request`, or None. A "run" request carries `codist run`'s
+    options (its own lock, and the key check after validation: codist.launch) and needs a server
+    given a `run_command`; an "argv" request runs only with the import-time environment of this
+    server's key; nothing else runs."""
+    if "run" in request:
+        return None if runs_commands else "this server was started without a run_command: 'argv' requests only"
+    if "argv" not in request:
+        return f"a request is 'run' (codist run's options) or 'argv' (the fork launcher's), not {sorted(request)}"
     if server_key(request["env"]) != key:
         return "the request's import-time environment does not match this server's key"
     return None
@@ -195,17 +241,21 @@ def output_fds(conn: socket.socket) -> list[int]:
     return fds
 
 
+#: what a "run" request does in its supervisor: `codist run` with the given options (codist.warm_cli)
+RunCommand = Callable[[dict, Supervised], int]
+
+
 class Server:
-    def __init__(self, path: Path, idle_s: float):
-        self.path, self.idle_s = path, idle_s
+    def __init__(self, path: Path, idle_s: float, run_command: RunCommand | None = None):
+        self.path, self.idle_s, self.run_command = path, idle_s, run_command
         self.runs: dict[int, socket.socket] = {}   # supervisor pid -> its client's connection
         self.pending: dict[socket.socket, tuple[MessageReader, float]] = {}   # -> (its reader, deadline)
         self.stopping = False
 
     def supervise(self, conn: socket.socket, request: dict) -> None:
         """In the forked supervisor: become the run's session, take the client's output,
-        environment and cwd, start the ranks (or run the client's `codist run` itself, which
-        starts them: codist.warm_cli); never returns. Answers its own pid first (then receives the
+        environment and cwd, start the ranks (or run the client's `codist run` itself through
+        `run_command`, which starts them); never returns. Answers its own pid first (then receives the
         client's stdout and stderr) and its exit code last."""
         code = 1
         try:
@@ -219,7 +269,7 @@ class Server:
             for other in [*self.runs.values(), *self.pending]:
                 other.close()
             os.setsid()
-            refused = request_error(request, self.path.stem)
+            refused = request_error(request, self.path.stem, self.run_command is not None)
             if refused or client_gone(conn):   # gone: queued while the server was stopped, say
                 print(f"codist.warm_server: supervisor {os.getpid()}: "
                       f"{refused or 'the client has gone'}; nothing started", file=sys.stderr, flush=True)
@@ -234,12 +284,8 @@ class Server:
             os.environ.clear()
             os.environ.update(request["env"])
             os.chdir(request["cwd"])
-            if "cli" in request:   # `codist run` itself, with the imports it would pay for at start-up
-                from . import cli, owner
-                from . import warm_server as importable   # not __main__: the module codist.launch reads
-                importable.supervised = importable.Supervised(conn, self.path.stem)
-                owner.client_pid = request["pid"]   # the ranks' owner and the lock's holder: the client
-                code = cli.main(request["cli"], launched_unix=request["launched_unix"])
+            if "run" in request:   # `codist run` itself, with the imports it would pay for at start-up
+                code = self.run_command(request, Supervised(conn, self.path.stem, request["pid"]))
             else:
                 code = fork_launcher.main(request["argv"], owner=conn)
         except BaseException:
@@ -296,7 +342,7 @@ class Server:
 
     def start_run(self, conn: socket.socket, request: dict) -> None:
         try:   # what the run's ranks import (its workload, fairseq for translation): cached for the next runs
-            train_args = (["--config", request["config"], "--out", request["cwd"]] if "cli" in request
+            train_args = (["--config", request["config"], "--out", request["cwd"]] if "run" in request
                           else fork_launcher.parse_args(request["argv"]).train_args)
             fork_launcher.preload(train_args)   # the raw YAML's workload name only: no validation here
         except BaseException:
@@ -379,13 +425,14 @@ class Server:
             self.listener.close()
 
 
-def main(argv=None) -> int:
+def main(argv=None, run_command: RunCommand | None = None) -> int:
+    """The server's process (`run_command`: what a "run" request does; codist.warm_cli gives it)."""
     p = argparse.ArgumentParser(prog="codist.warm_server", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--socket", required=True, type=Path, help="Unix socket path (its .lock beside it)")
     p.add_argument("--idle_s", type=float, default=300.0, help="exit after this long with no run")
     args = p.parse_args(argv)
-    return Server(args.socket, args.idle_s).serve()
+    return Server(args.socket, args.idle_s, run_command).serve()
 
 
 if __name__ == "__main__":
