@@ -11,7 +11,8 @@ import pytest
 from conftest import ROOT
 
 from codist import config
-from codist.cluster import expand_nodelist, hostnames, job_port, job_resources, rank_env, srun_command
+from codist.cluster import job_resources, srun_command
+from codist.rank_env import expand_nodelist, hostnames, job_port, srun_env as rank_env
 from codist.config import ConfigError
 from codist import launch
 from codist.launch import build_command, check_fits

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from .cluster import apply_rank_env
-from .rank_env import gpu_index
+from .rank_env import apply_srun_env, gpu_index
 
 
 @dataclass
@@ -87,7 +86,7 @@ def init(models: int, backend: str, timeout_s: int = 600) -> Topology:
 
     from .comm import install_hooks
     install_hooks()    # before DeepSpeed's backend caches collectives: the meter sees all of them
-    apply_rank_env()   # an srun task: RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT from SLURM's
+    apply_srun_env()   # an srun task: RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT from SLURM's
     if backend == "gloo":
         # with LOCAL_SIZE set (the DeepSpeed launcher sets it) DeepSpeed's CPU accelerator maps a 69 MB
         # /dev/shm buffer per rank for an shm all-reduce codist never uses, and never unlinks it
@@ -108,7 +107,7 @@ def topology(models: int) -> Topology:
 
 def pick_device(requested: str) -> tuple[torch.device, str]:
     """(device, backend) for this rank: NCCL on GPUs, gloo on CPU."""
-    apply_rank_env()   # an srun task's LOCAL_RANK picks its GPU
+    apply_srun_env()   # an srun task's LOCAL_RANK picks its GPU
     use_cuda = requested == "cuda" or (requested == "auto" and torch.cuda.is_available())
     if use_cuda:
         local = gpu_index(os.environ)   # 0 where srun gives each task its own GPU, else LOCAL_RANK

@@ -22,14 +22,14 @@ import time
 from pathlib import Path
 
 from .config import ConfigError, RunConfig, check_path_text, dump, load
-from .cluster import (FORKING_LAUNCHERS, expand_nodelist, hostnames, in_allocation, job_resources,  # noqa: F401
-                      nodes_needed, ranks_by_srun, srun_command)   # (expand_nodelist, nodes_needed: re-exported)
+from .cluster import (FORKING_LAUNCHERS, in_allocation, job_resources, nodes_needed,  # noqa: F401
+                      ranks_by_srun, srun_command)   # (nodes_needed: re-exported)
 from .cuda_fit import check as check_cuda_fit
 from .inputs import check_inputs
 from .owner import owner_env
 from .fork_launcher import ForkedRun
 from .warm_server import RETRY_COLD, Supervised, server_key
-from .rank_env import no_gpu_possible, rank_env
+from .rank_env import expand_nodelist, hostnames, no_gpu_possible, rank_env  # noqa: F401
 from .rundir import RunDir
 from .runlog import RANK_LOG_DIR
 

@@ -1,10 +1,16 @@
-"""What a rank's environment holds for its threads and device, and which GPU it uses, computed
-without the config module: `codist.launch.launch_env` starts from it for every launcher, and the
-warm client needs it before validating a config, to find the warm server whose imports were made
-under that environment."""
+"""What a rank's environment holds for its threads and device, which GPU it uses, and, for a rank
+started as an srun task, torch.distributed's variables from SLURM's (`srun_env`), computed without
+the config module: `codist.launch.launch_env` starts from it for every launcher, the warm client
+needs it before validating a config (to find the warm server whose imports were made under that
+environment), and the ranks read it (codist.distributed). The contract between the process side
+and the ranks: it imports nothing of codist."""
 from __future__ import annotations
 
+import itertools
 import os
+import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Mapping
@@ -53,3 +59,98 @@ def rank_env(base: Mapping[str, str], threads: int, device: str) -> dict[str, st
     src = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join([src, env["PYTHONPATH"]]) if env.get("PYTHONPATH") else src
     return env
+
+
+# ------------------------------------------------------------------ an srun task's rank
+
+PORT_BASE, PORT_SPAN = 20000, 30000    # ranks' rendezvous ports derived from the job id: 20000..49999
+
+
+def expand_nodelist(nodelist: str) -> list[str]:
+    """SLURM's compact host list as host names, in SLURM's order: "gpu[01-02,05],cpu7" ->
+    gpu01 gpu02 gpu05 cpu7; "rack[1-2]-node[01-02]" -> rack1-node01 rack1-node02 rack2-node01
+    rack2-node02. The fallback of `hostnames` where scontrol is missing."""
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(nodelist):
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            items.append(nodelist[start:i])
+            start = i + 1
+        if depth < 0 or depth > 1:
+            raise ValueError(f"not a SLURM node list: {nodelist!r} (unbalanced brackets)")
+    if depth:
+        raise ValueError(f"not a SLURM node list: {nodelist!r} (unbalanced brackets)")
+    items.append(nodelist[start:])
+    hosts = []
+    for item in filter(None, (s.strip() for s in items)):
+        parts = re.split(r"\[([^\]]*)\]", item)   # text, ranges, text, ranges, ..., text
+        choices = []
+        for k, part in enumerate(parts):
+            if k % 2 == 0:
+                choices.append([part])
+                continue
+            names = []
+            for rng in part.split(","):
+                lo, _, hi = rng.partition("-")
+                if not lo.isdigit() or (hi and not hi.isdigit()):
+                    raise ValueError(f"not a SLURM node list: {nodelist!r} (range {rng!r})")
+                names += [f"{n:0{len(lo)}d}" for n in range(int(lo), int(hi or lo) + 1)]
+            choices.append(names)
+        hosts += ["".join(p) for p in itertools.product(*choices)]
+    return hosts
+
+
+def hostnames(nodelist: str) -> list[str]:
+    """The host names of a SLURM node list: `scontrol show hostnames` (SLURM's own parser) where
+    scontrol exists, else expand_nodelist."""
+    if not nodelist:
+        return []
+    conf = os.environ.get("SLURM_CONF")
+    if shutil.which("scontrol") and (not conf or os.path.exists(conf)):   # (a missing conf: 60 s of retries)
+        try:
+            out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True,
+                                 timeout=10)
+            if out.returncode == 0 and out.stdout.split():
+                return out.stdout.split()
+        except subprocess.TimeoutExpired:
+            pass
+    return expand_nodelist(nodelist)
+
+
+def job_port(job_id: str | int) -> int:
+    """The ranks' rendezvous port, the same on every node of a job: derived from the job id."""
+    return PORT_BASE + int(job_id) % PORT_SPAN
+
+
+def srun_env(env: Mapping[str, str]) -> dict[str, str]:
+    """torch.distributed's env:// variables for a rank started as an srun task: RANK, LOCAL_RANK,
+    WORLD_SIZE, LOCAL_WORLD_SIZE from SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS,
+    SLURM_NTASKS_PER_NODE / SLURM_STEP_TASKS_PER_NODE; MASTER_ADDR = the first host of the step's
+    node list (`scontrol show hostnames`); MASTER_PORT from the job id unless set. Empty when not
+    an srun task or when a launcher already set RANK."""
+    if "RANK" in env or "SLURM_PROCID" not in env or "SLURM_STEP_ID" not in env:
+        return {}
+    missing = [k for k in ("SLURM_LOCALID", "SLURM_NTASKS", "SLURM_JOB_ID") if not env.get(k)]
+    if missing:
+        raise RuntimeError(f"an srun task without {', '.join(missing)}: cannot derive its rank")
+    out = {"RANK": env["SLURM_PROCID"], "LOCAL_RANK": env["SLURM_LOCALID"], "WORLD_SIZE": env["SLURM_NTASKS"]}
+    per_node = (env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE") or "").split("(")[0]
+    if per_node.split(",")[0].isdigit():
+        out["LOCAL_WORLD_SIZE"] = per_node.split(",")[0]
+    if not env.get("MASTER_ADDR"):
+        nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or ""
+        hosts = hostnames(nodelist)
+        if not hosts:
+            raise RuntimeError("an srun task without SLURM_STEP_NODELIST: cannot find the first node")
+        out["MASTER_ADDR"] = hosts[0]
+    if not env.get("MASTER_PORT"):
+        out["MASTER_PORT"] = str(job_port(env["SLURM_JOB_ID"]))
+    return out
+
+
+def apply_srun_env() -> None:
+    """Set this process's torch.distributed variables if it is an srun task (idempotent)."""
+    os.environ.update(srun_env(os.environ))

@@ -1,0 +1,150 @@
+"""The layering of src/codist (docs/architecture.md, "Layers"): no import cycle, and no module
+imports a layer above its own. Every import statement counts, those inside functions too.
+
+Layers are given by module-name patterns, first match wins, because the config classes of the
+algorithms and workloads (`*_config.py`, `registry.py`, `sections.py`, `schema.py`) sit in the
+same folders as the rank-side strategies and models: import-linter's layers contract takes whole
+packages (or every module listed by name, which a new algorithm file would have to join), so a
+small AST scan is used instead. A new module falls into a layer by its name; one that matches no
+pattern fails the test until it is given one.
+"""
+from __future__ import annotations
+
+import ast
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+LAYERS = ("entry", "process", "rank", "config", "base")   # top first: a module imports its own layer or lower
+RULES = (   # (module pattern, layer), first match wins
+    # entry: the commands a user or the warm server's process runs
+    ("codist.__main__", "entry"), ("codist.cli", "entry"), ("codist.warm_cli", "entry"),
+    # process side: check, start, supervise and own a run's processes and directory; the data commands
+    ("codist.launch", "process"), ("codist.fork_launcher", "process"), ("codist.warm_server", "process"),
+    ("codist.warm_client", "process"), ("codist.cluster", "process"), ("codist.rundir", "process"),
+    ("codist.cuda_fit", "process"), ("codist.inputs", "process"), ("codist.datacheck", "process"),
+    ("codist.fake_data", "process"), ("codist.fake_data.*", "process"),
+    # config: the run schema and the registries (torch-free), the plan's budget
+    ("codist.config", "config"), ("codist.data_root", "config"), ("codist.budget", "config"),
+    ("codist.algorithms.registry", "config"), ("codist.algorithms.sections", "config"),
+    ("codist.algorithms.*_config", "config"),
+    ("codist.workloads", "config"), ("codist.workloads.schema", "config"), ("codist.workloads.metrics", "config"),
+    ("codist.workloads.*_config", "config"),
+    # rank side: what one rank runs (set-up, train, evaluate, checkpoint, meter; strategies, models, data)
+    ("codist.train", "rank"), ("codist.evaluation", "rank"), ("codist.checkpoint", "rank"),
+    ("codist.engine", "rank"), ("codist.distributed", "rank"), ("codist.comm", "rank"), ("codist.data", "rank"),
+    ("codist.optim", "rank"), ("codist.precision", "rank"), ("codist.cuda_defaults", "rank"),
+    ("codist.distill", "rank"), ("codist.probes", "rank"), ("codist.progress", "rank"),
+    ("codist.heartbeat", "rank"), ("codist.algorithms", "rank"), ("codist.algorithms.*", "rank"),
+    ("codist.workloads.*", "rank"),
+    # base: what both sides share and that imports nothing of codist's (the ranks' environment
+    # contract, the run's owner, atomic writes and logs, the checkout's folder)
+    ("codist", "base"), ("codist.rank_env", "base"), ("codist.owner", "base"), ("codist.runlog", "base"),
+    ("codist.checkout", "base"),
+)
+
+
+def modules(root: Path) -> dict[str, Path]:
+    found = {}
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def imports(root: Path, package: str) -> dict[str, set[str]]:
+    """module -> the modules of `package` it imports (anywhere in its body), resolved to files."""
+    mods = modules(root)
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    for name, path in mods.items():
+        here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = here.split(".")[:len(here.split(".")) - (node.level - 1)]
+                    base = ".".join(parts + ([base] if base else []))
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
+            else:
+                continue
+            for target in targets:
+                if target.split(".")[0] != package:
+                    continue
+                while target not in mods and "." in target:
+                    target = target.rpartition(".")[0]
+                if target != name:
+                    edges[name].add(target)
+    return edges
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def layer(module: str, rules=RULES) -> str | None:
+    return next((layer for pattern, layer in rules if fnmatchcase(module, pattern)), None)
+
+
+def upward(edges: dict[str, set[str]], rules=RULES) -> list[str]:
+    rank = {name: i for i, name in enumerate(LAYERS)}
+    return [f"{a} ({layer(a, rules)}) imports {b} ({layer(b, rules)})"
+            for a in sorted(edges) for b in sorted(edges[a])
+            if rank[layer(a, rules)] > rank[layer(b, rules)]]
+
+
+def test_every_module_has_a_layer():
+    unplaced = [m for m in modules(SRC) if m.startswith("codist") and layer(m) is None]
+    assert unplaced == [], f"modules matching no rule of tests/test_layers.py RULES: {unplaced}"
+
+
+def test_no_import_cycle():
+    assert cycles(imports(SRC, "codist")) == []
+
+
+def test_no_module_imports_a_layer_above_its_own():
+    assert upward(imports(SRC, "codist")) == []
+
+
+def test_the_scan_finds_a_cycle_and_an_upward_import(tmp_path):
+    """The checks above can fail: a package with a function-level upward import that closes a cycle."""
+    pkg = tmp_path / "toy"
+    (pkg / "algorithms").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "algorithms" / "__init__.py").write_text("")
+    (pkg / "algorithms" / "toy_config.py").write_text("def f():\n    from ..launch import go\n")
+    (pkg / "launch.py").write_text("from .algorithms import toy_config\n")
+    rules = (("toy.launch", "process"), ("toy.algorithms.*_config", "config"), ("toy.algorithms", "rank"),
+             ("toy", "base"))
+    edges = imports(tmp_path, "toy")
+    assert edges["toy.algorithms.toy_config"] == {"toy.launch"}
+    assert cycles(edges) == [["toy.algorithms.toy_config", "toy.launch"]]
+    assert upward(edges, rules) == ["toy.algorithms.toy_config (config) imports toy.launch (process)"]
