@@ -21,8 +21,8 @@ def _worker(rank, port, out):
         x, y = stream.batch(step)
         with torch.no_grad():   # the task loss of the model as it is before the update, on a copy
             task = workload.loss(workload.forward(copy.deepcopy(algo.model).train(), x), y).item()
-        reported = algo.train_step(step, (x, y))
-        rows.append((task, reported, algo.last_distill))
+        reported = algo.train_step(step, (x, y)).item()   # a tensor on the device: read once per interval
+        rows.append((task, reported, None if algo.last_distill is None else algo.last_distill.item()))
     out[rank] = rows
     torch.distributed.destroy_process_group()
 

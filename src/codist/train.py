@@ -1,8 +1,9 @@
 """The per-rank entry point: `python -m codist.train --config RUN/config.yaml --out RUN`.
 
-Started on every rank by the DeepSpeed launcher (or torchrun), which sets RANK,
-WORLD_SIZE, MASTER_ADDR, MASTER_PORT and passes --local_rank. The loop knows the
-algorithm and the workload only through their interfaces.
+Started on every rank by the launcher codist.launch picked (the DeepSpeed launcher, torchrun,
+srun, or forked by codist.fork_launcher, itself started by `codist run` or a warm server; a lone
+rank is started directly), which sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and passes
+--local_rank. The loop knows the algorithm and the workload only through their interfaces.
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from .data import seed_rank_streams
 from .distributed import Topology, init, pick_device
 from .engine import deepspeed_config
 from .evaluation import Evaluator
+from .exits import EXIT_BAD_INPUT as EXIT_CONFIG, EXIT_DIVERGED, EXIT_PREEMPTED  # noqa: F401  (codist.exits: once)
 from .heartbeat import Heartbeat
 from .owner import owner_gone
 from .progress import Progress
@@ -39,10 +41,7 @@ from .runlog import (MetricsLog, atomic_torch_save, atomic_write_bytes, atomic_w
 from .workloads import build_workload
 
 
-EXIT_PREEMPTED = 3   # checkpointed on SIGTERM/SIGUSR1: not done, rerun to resume
 STOP_CHECK_EVERY = 10   # updates between the ranks' agreement on a stop signal (one tiny all-reduce)
-EXIT_DIVERGED = 4    # the training loss became NaN or inf: stopped, no summary.json and no models written
-EXIT_CONFIG = 2      # the run cannot start as configured (e.g. the launcher's world is not parallel.world_size)
 
 
 def parse_args(argv=None):
@@ -99,6 +98,33 @@ class StopFlag:
         return bool(flag.item())
 
 
+class LossSums:
+    """The training-loss sums of the current logging interval, on the run's device: adding an
+    update's loss is a device operation, so the host waits for the device once per evaluation
+    (`read`), not after every update. In float64, added in update order from the value the host
+    summed before (a float32 loss read as a Python float), so the logged numbers are the same. It
+    also keeps this rank's first update with a NaN or inf loss (0: none)."""
+
+    def __init__(self, device: torch.device, loss_sum: float, distill_sum: float):
+        self.device = device
+        self.reset(loss_sum, distill_sum)
+
+    def reset(self, loss_sum: float = 0.0, distill_sum: float = 0.0) -> None:
+        self.sums = torch.tensor([loss_sum, distill_sum, 0.0], dtype=torch.float64, device=self.device)
+
+    def add(self, done: int, task: torch.Tensor, distill: torch.Tensor | None) -> None:
+        self.sums[0] += task.double()
+        if distill is not None:
+            self.sums[1] += distill.double()
+        first = (self.sums[2] == 0) & ~torch.isfinite(task)
+        self.sums[2] = torch.where(first, float(done), self.sums[2])
+
+    def read(self) -> tuple[float, float, int | None]:
+        """(loss sum, distillation sum, first non-finite update or None): the one host sync."""
+        loss_sum, distill_sum, bad = self.sums.tolist()
+        return loss_sum, distill_sum, int(bad) or None
+
+
 @dataclass
 class Run:
     """What the phases of one rank's run share."""
@@ -122,6 +148,7 @@ class Run:
     start: int = 0                                  # first update of this process (a resumed run's step)
     resume_load_s: float | None = None
     first_step_unix: float | None = None
+    losses: LossSums | None = None                  # this interval's loss sums, on the device
 
     @property
     def lead(self) -> bool:
@@ -211,6 +238,8 @@ def resume(run: Run) -> None:
 
 def save_checkpoint(run: Run, done: int) -> None:
     t0, topo, timers = time.perf_counter(), run.topo, run.timers
+    if run.losses is not None:   # the interval's sums so far, continued from there on resume
+        timers["loss_sum"], timers["distill_sum"], _ = run.losses.read()
     group_state = None
     if topo.dp_rank == 0:
         group_state = {"group": topo.model_index, "algorithm": run.algo.checkpoint_state()}
@@ -228,23 +257,25 @@ def train_loop(run: Run, until: int | None = None) -> int | None:
     cadences. Returns an exit code when the run stops early (diverged, signalled)."""
     cfg, algo, timers, steps = run.cfg, run.algo, run.timers, run.cfg.train.steps
     progress = Progress(steps, run.start, cfg.name or cfg.run_id(), enabled=run.lead)
-    diverged_at = None   # this rank's first update with a NaN or inf loss
+    if run.losses is None:
+        run.losses = LossSums(run.device, timers["loss_sum"], timers.get("distill_sum", 0.0))
     for step in range(run.start, steps if until is None else min(until, steps)):
         t0 = time.perf_counter()
         if run.first_step_unix is None:
             run.first_step_unix = time.time()
         loss = algo.train_step(step, run.stream.batch(step))
-        timers["train_s"] += time.perf_counter() - t0
-        timers["loss_sum"] += loss
-        timers["loss_n"] += 1
-        if getattr(algo, "last_distill", None) is not None:
-            timers["distill_sum"] = timers.get("distill_sum", 0.0) + algo.last_distill
-            timers["distill_n"] = timers.get("distill_n", 0) + 1
         done = step + 1
-        if diverged_at is None and not math.isfinite(loss):
-            diverged_at = done   # the ranks stop together at the next evaluation (no extra collective)
+        distill = getattr(algo, "last_distill", None)
+        run.losses.add(done, loss, distill)   # a NaN or inf loss: the ranks stop together at the next evaluation
+        timers["loss_n"] += 1
+        if distill is not None:
+            timers["distill_n"] = timers.get("distill_n", 0) + 1
+        timers["train_s"] += time.perf_counter() - t0
         run.heartbeat.beat(done)
         if done % cfg.train.eval_every == 0 or done == steps:
+            t0 = time.perf_counter()   # the host waits here for the interval's updates: training time
+            timers["loss_sum"], timers["distill_sum"], diverged_at = run.losses.read()
+            timers["train_s"] += time.perf_counter() - t0
             code = evaluate_and_log(run, done, diverged_at, progress)
             if code is not None:
                 return code
@@ -273,6 +304,7 @@ def evaluate_and_log(run: Run, done: int, diverged_at: int | None, progress: Pro
                            timers.get("distill_n", 0))
     timers["eval_s"] += time.perf_counter() - t1
     timers["loss_sum"], timers["loss_n"], timers["distill_sum"], timers["distill_n"] = 0.0, 0, 0.0, 0
+    run.losses.reset()
     bad = non_finite_losses(results)
     broken = {f"{k} {v} (model {n})": v for n, m in results.items() for k, v in m.items()   # NaN in the
               if isinstance(v, float) and not math.isfinite(v)}                           # validation data, say

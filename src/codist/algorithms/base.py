@@ -106,11 +106,12 @@ class Algorithm:
         self.last_extra = None if extra is None else extra.detach()
         return task * w_task if extra is None else w_task * task + w_extra * extra
 
-    def split_losses(self, total: torch.Tensor) -> tuple[float, float | None]:
-        """(task loss, extra term) of the update just taken; a plain loss is all task."""
+    def split_losses(self, total: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(task loss, extra term) of the update just taken, detached 0-d tensors on the device (read
+        on the host once per logging interval, not per update); a plain loss is all task."""
         task, extra = getattr(self, "last_task", None), getattr(self, "last_extra", None)
         self.last_task = self.last_extra = None
-        return (total.item() if task is None else task.item()), (None if extra is None else extra.item())
+        return (total.detach() if task is None else task), extra
 
     def after_step(self, step: int) -> None:
         """Runs after update `step` has been applied."""
@@ -134,7 +135,7 @@ class Algorithm:
                 t.copy_(flat[offset:offset + t.numel()].view_as(t))
                 offset += t.numel()
 
-    def train_step(self, step: int, batch) -> float:
+    def train_step(self, step: int, batch) -> torch.Tensor:
         x, y = to_device(batch, self.ctx.device)
         self.before_step(step, x, y)
         with self.meter.category("grad_allreduce"):
