@@ -90,3 +90,19 @@ def test_a_rank_whose_checkpoint_is_not_the_agreed_one_fails_with_one_line(ref, 
     held = {"step": 8, "run_id": run_id, field: value}
     assert f"{path}: holds run {held['run_id']} step {held['step']}, expected run {run_id} step 8" in error
     assert "\n" not in error.strip()
+
+
+LM_GROUP = {**deep_update(TINY, {"parallel": {"world_size": 2}, "optimizer": {"name": "adam", "lr": 0.003,
+                                                                               "weight_decay": 0.0},
+                                 "train": {"steps": 12, "eval_every": 4, "checkpoint_every": 8}}),
+            "workload": {"name": "lm", "val_tokens": 4096}}
+
+
+def test_a_resumed_lm_group_continues_with_each_ranks_own_carried_state(tmp_path):
+    """An LM carries each row's hidden state across batches, and each rank of a group reads its own
+    rows: a rank that resumed with its group's first rank's state would start its rows afresh."""
+    ref = launch_run(tmp_path / "ref", LM_GROUP, base={})
+    resumed = unfinished_copy(ref, tmp_path / "resumed")
+    assert launch.run(config.validate(LM_GROUP), resumed) == 0
+    assert [{k: v for k, v in r.items() if k != "wall_s"} for r in read_rows(resumed)] == \
+        [{k: v for k, v in r.items() if k != "wall_s"} for r in read_rows(ref)]

@@ -26,6 +26,11 @@ from .state import norm_statistics
 from .updates import DDPUpdate, EngineUpdate, LocalUpdate
 
 
+def _with_extra_state(model: nn.Module):
+    """(path, module) of the model's modules that keep extra state (`get_extra_state` overridden)."""
+    return [(path, m) for path, m in model.named_modules() if type(m).get_extra_state is not nn.Module.get_extra_state]
+
+
 @dataclass
 class TrainContext:
     cfg: RunConfig
@@ -162,13 +167,25 @@ class Algorithm:
         between exchanges; the group's file has its first rank's). Tensors and plain values only."""
         if self.topo.ranks_per_model == 1:
             return {}
-        return {"norm_statistics": [t.clone() for t in norm_statistics(self.model)]}
+        return {"norm_statistics": [t.clone() for t in norm_statistics(self.model)],
+                "extra_state": {name: {path: m.get_extra_state() for path, m in _with_extra_state(model)}
+                                for name, model in self.carried_models().items()}}
 
     def load_rank_checkpoint_state(self, state: dict) -> None:
         """Restore what `rank_checkpoint_state` gave, on this rank (after `load_checkpoint_state`)."""
         with torch.no_grad():
             for t, saved in zip(norm_statistics(self.model), state.get("norm_statistics", [])):
                 t.copy_(saved)
+        for name, model in self.carried_models().items():
+            saved = state.get("extra_state", {}).get(name, {})
+            for path, m in _with_extra_state(model):
+                if path in saved:
+                    m.set_extra_state(saved[path])
+
+    def carried_models(self) -> dict[str, nn.Module]:
+        """The models that carry state of this rank's own between batches (an LM's hidden state, as
+        module extra state), by a name that is the same on every rank: its own model; teachers too."""
+        return {"model": self.model}
 
     def load_checkpoint_state(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])

@@ -86,6 +86,10 @@ class Codistill(Algorithm):
         return {**super().checkpoint_state(), "exchanges": self.exchanges,
                 "teachers": {str(j): m.state_dict() for j, m in self.teachers.items()}}
 
+    def carried_models(self) -> dict:
+        # a teacher runs on this rank's batches, so what it carries is this rank's own too
+        return {**super().carried_models(), **{f"teacher{j}": m for j, m in self.teachers.items()}}
+
     def load_checkpoint_state(self, state: dict) -> None:
         super().load_checkpoint_state(state)
         self.exchanges = state["exchanges"]
