@@ -1,4 +1,5 @@
 """Each algorithm, launched for real on 2 CPU ranks: equivalences, guarantees, exact bytes."""
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -190,14 +191,71 @@ def test_ec_dnn_exchange_bytes_closed_form(runs):
     assert s["param_exchange"]["sent_bytes_all_ranks"] == rounds * world * (K - 1) * state_bytes(EC)
 
 
-def test_label_smoothing_and_ensemble_run(runs):
-    ls = read_rows(runs("label_smoothing", {"algorithm": {"name": "label_smoothing", "prior": "unigram",
-                                                          "weight": 0.2}}))
-    assert {r["model"] for r in ls} == {"0"}
-    ens = read_rows(runs("ensemble", {**TWO_MODELS, "algorithm": {"name": "ensemble"}}))
-    last = {r["model"]: r for r in ens if r["step"] == 6}
+ENSEMBLE = {**TWO_MODELS, "algorithm": {"name": "ensemble"}}
+
+
+def log_softmax(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(1, keepdims=True)
+    return z - np.log(np.exp(z).sum(1, keepdims=True))
+
+
+def test_ensemble_row_scores_the_average_of_the_two_models_predictions(runs):
+    """The ensemble's validation loss and accuracy are those of the mean of the saved models'
+    softmax outputs, computed here in numpy (not merely below the members' mean: any members are)."""
+    run = runs("ensemble", ENSEMBLE)
+    last = {r["model"]: r for r in read_rows(run) if r["step"] == 6}
     assert set(last) == {"0", "1", "ensemble"}
-    assert last["ensemble"]["val_loss"] <= (last["0"]["val_loss"] + last["1"]["val_loss"]) / 2 + 1e-9
+    w = workload_of(ENSEMBLE)
+    members = []
+    for name in ("0", "1"):
+        m = w.build_model()
+        m.load_state_dict(load(run, name))
+        members.append(m.eval())
+    x, y = (torch.stack(t) for t in zip(*[w.val_dataset()[i] for i in range(len(w.val_dataset()))]))
+    with torch.no_grad():
+        logits = [m(x).double().numpy() for m in members]
+    probs = np.mean([np.exp(log_softmax(z)) for z in logits], axis=0)
+    y = y.numpy()
+    assert last["ensemble"]["val_loss"] == pytest.approx(float(-np.log(probs[np.arange(len(y)), y]).mean()), rel=1e-5)
+    assert last["ensemble"]["val_accuracy"] == pytest.approx(float((probs.argmax(1) == y).mean()))
+    assert last["ensemble"]["val_loss"] not in (last["0"]["val_loss"], last["1"]["val_loss"])
+
+
+LS = {"algorithm": {"name": "label_smoothing", "prior": "unigram", "weight": 0.2}, "train": {"steps": 1}}
+
+
+def test_label_smoothing_first_update_by_hand(runs):
+    """One update from the initialisation rebuilt from the seed: loss (1 - w) CE(y, f) + w CE(prior, f)
+    with the training set's class frequencies as the prior (counted here), SGD by hand; the row's
+    train_loss is the CE alone and its distill_loss the smoothing term."""
+    run = runs("label_smoothing_1", LS)
+    w, cfg = workload_of(LS), config.validate(deep_update(TINY, LS))
+    torch.manual_seed(cfg.seed * 1009)                      # model 0's initialisation (Algorithm.model_seed)
+    init = w.build_model()
+    x, y = w.train_stream("same", 0, 1, cfg.train.batch_per_rank, 1, 0, cfg.seed).batch(0)
+    labels = np.array([int(w.train_dataset()[i][1]) for i in range(len(w.train_dataset()))])
+    unigram = np.bincount(labels, minlength=10) / len(labels)
+    o = cfg.optimizer
+
+    def one_update(prior, weight):
+        m = w.build_model()
+        m.load_state_dict(init.state_dict())
+        logits = m(x)
+        smooth = -(torch.tensor(prior, dtype=torch.float32) * F.log_softmax(logits, -1)).sum(-1).mean()
+        ((1 - weight) * F.cross_entropy(logits, y) + weight * smooth).backward()
+        return {n: p.detach() - o.lr * (p.grad + o.weight_decay * p.detach()) for n, p in m.named_parameters()}, \
+            logits.detach().double().numpy()
+    saved = load(run, "0")
+    expected, logits = one_update(unigram, 0.2)
+    err = max(float((saved[n] - v).abs().max()) for n, v in expected.items())
+    assert err < 1e-6, err
+    for prior, weight in ((unigram, 0.0), (np.full(10, 0.1), 0.2)):     # no smoothing; the uniform prior
+        other, _ = one_update(prior, weight)
+        assert max(float((saved[n] - v).abs().max()) for n, v in other.items()) > 10 * max(err, 1e-8)
+    log_p = log_softmax(logits)
+    (r,) = read_rows(run)
+    assert r["train_loss"] == pytest.approx(float(-log_p[np.arange(len(y)), y.numpy()].mean()), rel=1e-5)
+    assert r["distill_loss"] == pytest.approx(float(-(unigram * log_p).sum(1).mean()), rel=1e-5)
 
 
 def test_powersgd_bytes_match_its_compression_and_fall_below_allreduce(runs):
