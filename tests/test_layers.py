@@ -39,9 +39,9 @@ RULES = (   # (module pattern, layer), first match wins
     ("codist.heartbeat", "rank"), ("codist.algorithms", "rank"), ("codist.algorithms.*", "rank"),
     ("codist.workloads.*", "rank"),
     # base: what both sides share and that imports nothing of codist's (the ranks' environment
-    # contract, the run's owner, atomic writes and logs, the checkout's folder)
-    ("codist", "base"), ("codist.rank_env", "base"), ("codist.owner", "base"), ("codist.runlog", "base"),
-    ("codist.checkout", "base"),
+    # contract, the run's owner, exit codes, atomic writes and logs, the checkout's folder)
+    ("codist", "base"), ("codist.rank_env", "base"), ("codist.owner", "base"), ("codist.exits", "base"),
+    ("codist.runlog", "base"), ("codist.checkout", "base"),
 )
 
 

@@ -15,7 +15,7 @@ from conftest import TINY, deep_update, read_rows
 from codist.rank_env import rank_env
 from codist.warm_cli import warm_threads
 from codist.warm_client import WarmRun
-from codist.warm_server import RETRY_COLD
+from codist.exits import RETRY_COLD
 
 HEAVY = {"pydantic", "codist.config", "torch"}   # what the client of a warm run does not import
 TWO = deep_update(TINY, {"parallel": {"world_size": 2}})

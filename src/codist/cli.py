@@ -6,17 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-# What `codist run` returns (README "Exit codes" is this table; tests/test_cli_help.py checks both
-# against the constants in codist.launch and codist.train).
-EXIT_CODES = (
-    ("0", "done: the run finished (or was already finished), the config is valid, the data folder is as expected"),
-    ("1", "failed: a rank raised or died, a hang, a data folder with problems (the lines before say which; "
-          "a launcher's other nonzero codes pass through unchanged)"),
-    ("2", "bad input: a config, key or --set value, or a command line, that cannot run (nothing started)"),
-    ("3", "preempted: SIGTERM/SIGINT/SIGUSR1 reached the ranks, a checkpoint is written; rerun to resume"),
-    ("4", "diverged: the training loss became NaN or inf; no summary.json and no models written"),
-    ("128+N", "the launcher was killed by signal N (e.g. 137: SIGKILL, often out of memory)"),
-)
+from .exits import EXIT_CODES
 
 
 class _Version(argparse.Action):

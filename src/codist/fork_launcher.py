@@ -36,9 +36,9 @@ import signal
 import sys
 import time
 
-EXIT_PREEMPTED = 3    # codist.train.EXIT_PREEMPTED (not imported: the parent must stay light until forking)
+from .exits import EXIT_PREEMPTED, STOP_SIGNALS as FORWARDED, from_wait_status
+
 GRACE_S = 10.0        # after a failed rank: SIGTERM to the others, SIGKILL this much later
-FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
 
 
 def parse_args(argv=None):
@@ -160,11 +160,6 @@ def child(rank: int, args, parent: int, early: list) -> int:
         return 1
 
 
-def _status(status: int) -> int:
-    """An exit code from os.waitpid's status: the code, or 128 + signal for a killed child."""
-    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
-
-
 def sigchld_wakeup() -> tuple[int, int]:
     """(read, write) ends of a pipe that every signal, SIGCHLD included, writes a byte to: a
     select() on the read end wakes when a child exits (the warm server's and supervisor's waits)."""
@@ -256,7 +251,7 @@ def main(argv=None, owner=None) -> int:
                 continue
         if pid not in alive:
             continue
-        rank, code = alive.pop(pid), _status(status)
+        rank, code = alive.pop(pid), from_wait_status(status)
         codes[rank] = code
         if code not in (0, EXIT_PREEMPTED) and failed is None:
             failed = rank
@@ -303,7 +298,7 @@ class ForkedRun:
         if self.returncode is None:
             pid, status = os.waitpid(self.pid, os.WNOHANG)
             if pid:
-                self.returncode = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -os.WTERMSIG(status)
+                self.returncode = os.waitstatus_to_exitcode(status)   # Popen's: -N for signal N
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:

@@ -1,5 +1,7 @@
-"""Turns a run config into the launcher command and runs it. Nothing else knows how
-processes start.
+"""`codist run`: checks that a run fits this machine, claims its directory, picks how its ranks
+start and supervises them: stop signals passed on, the hang watchdog, the end mapped to one exit
+code (codist.exits). How each process tree starts lives with it: the srun line in codist.cluster,
+the forked ranks in codist.fork_launcher, the warm server's in codist.warm_server/warm_client.
 
 Default: the DeepSpeed launcher (`deepspeed --num_gpus N --module codist.train ...`);
 alternatives: torchrun, `fork` (`python -m codist.fork_launcher`: one process imports torch,
@@ -27,8 +29,10 @@ from .cluster import (FORKING_LAUNCHERS, in_allocation, job_resources, nodes_nee
 from .cuda_fit import check as check_cuda_fit
 from .inputs import check_inputs
 from .owner import owner_env
+from .exits import (EXIT_BAD_INPUT, EXIT_DIVERGED, EXIT_FAILED, EXIT_PREEMPTED, RETRY_COLD, forwarding_stop_signals,
+                    from_returncode)
 from .fork_launcher import ForkedRun
-from .warm_server import RETRY_COLD, Supervised, server_key
+from .warm_server import Supervised, server_key
 from .rank_env import expand_nodelist, hostnames, no_gpu_possible, rank_env  # noqa: F401
 from .rundir import RunDir
 from .runlog import RANK_LOG_DIR
@@ -148,10 +152,6 @@ def launch_env(cfg: RunConfig, device: str, threads: int, launched_unix: float |
     return env
 
 
-EXIT_PREEMPTED = 3   # the ranks checkpointed on a signal (codist.train.EXIT_PREEMPTED)
-EXIT_DIVERGED = 4    # the training loss became NaN or inf (codist.train.EXIT_DIVERGED)
-
-
 def rank_reports(out: Path) -> dict[int, dict]:
     reports = {}
     for path in sorted((out / ".ranks").glob("rank-*.json")):
@@ -243,7 +243,7 @@ def run_command(options: dict, launched_unix: float, supervised: Supervised | No
                    supervised)
     except ConfigError as e:
         print(f"codist: {e}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
 
 
 def run(cfg: RunConfig, out: str | os.PathLike, launched_unix: float | None = None, fresh: bool = False,
@@ -312,11 +312,9 @@ def stop_ranks(cfg: RunConfig, proc) -> None:
 def exit_code(cfg: RunConfig, rc: int) -> int:
     """A shell's exit code for the launcher's: 128 + N for a launcher killed by signal N (Popen
     gives -N); the DeepSpeed launcher exits with a rank's -N as 256 - N."""
-    if rc < 0:
-        return 128 - rc
     if cfg.launch.launcher == "deepspeed" and 256 - 64 <= rc < 256:
         return 128 + 256 - rc
-    return rc
+    return from_returncode(rc)
 
 
 def _launch(cfg: RunConfig, out: Path, device: str, launched_unix: float | None, supervised: Supervised | None) -> int:
@@ -341,18 +339,12 @@ def _launch(cfg: RunConfig, out: Path, device: str, launched_unix: float | None,
             proc = subprocess.Popen(cmd, env=env, start_new_session=True)
         except (RuntimeError, OSError) as e:
             print(f"codist: {out.name}: cannot start the run on a warm server: {e}", file=sys.stderr)
-            return 1
+            return EXIT_FAILED
     else:
         proc = subprocess.Popen(cmd, env=env, start_new_session=True)   # its own group: killpg on a hang
 
-    def forward(signum, frame):
-        stop_ranks(cfg, proc)
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)}
-    try:
+    with forwarding_stop_signals(lambda signum, frame: stop_ranks(cfg, proc)):
         hang = _watch(proc, out, cfg.launch.hang_timeout_s, cfg.parallel.world_size)
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
     rc = exit_code(cfg, proc.returncode)
     reports = rank_reports(out)
     states = {r.get("state") for r in reports.values()} if len(reports) == cfg.parallel.world_size else set()
@@ -363,7 +355,7 @@ def _launch(cfg: RunConfig, out: Path, device: str, launched_unix: float | None,
         return EXIT_DIVERGED
     if hang:
         print(f"codist: {out.name}: {hang}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     if rc == EXIT_PREEMPTED:
         print(f"codist: {out.name}: preempted; checkpoint written, rerun the same command to resume",
               file=sys.stderr)
@@ -373,5 +365,5 @@ def _launch(cfg: RunConfig, out: Path, device: str, launched_unix: float | None,
         return rc
     if not (out / "summary.json").exists():
         print(f"codist: launcher exited 0 but {out / 'summary.json'} was not written", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     return 0

@@ -1,8 +1,9 @@
 """The per-rank entry point: `python -m codist.train --config RUN/config.yaml --out RUN`.
 
-Started on every rank by the DeepSpeed launcher (or torchrun), which sets RANK,
-WORLD_SIZE, MASTER_ADDR, MASTER_PORT and passes --local_rank. The loop knows the
-algorithm and the workload only through their interfaces.
+Started on every rank by the launcher codist.launch picked (the DeepSpeed launcher, torchrun,
+srun, or forked by codist.fork_launcher, itself started by `codist run` or a warm server; a lone
+rank is started directly), which sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and passes
+--local_rank. The loop knows the algorithm and the workload only through their interfaces.
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from .data import seed_rank_streams
 from .distributed import Topology, init, pick_device
 from .engine import deepspeed_config
 from .evaluation import Evaluator
+from .exits import EXIT_BAD_INPUT as EXIT_CONFIG, EXIT_DIVERGED, EXIT_PREEMPTED  # noqa: F401  (codist.exits: once)
 from .heartbeat import Heartbeat
 from .owner import owner_gone
 from .progress import Progress
@@ -39,10 +41,7 @@ from .runlog import (MetricsLog, atomic_torch_save, atomic_write_bytes, atomic_w
 from .workloads import build_workload
 
 
-EXIT_PREEMPTED = 3   # checkpointed on SIGTERM/SIGUSR1: not done, rerun to resume
 STOP_CHECK_EVERY = 10   # updates between the ranks' agreement on a stop signal (one tiny all-reduce)
-EXIT_DIVERGED = 4    # the training loss became NaN or inf: stopped, no summary.json and no models written
-EXIT_CONFIG = 2      # the run cannot start as configured (e.g. the launcher's world is not parallel.world_size)
 
 
 def parse_args(argv=None):

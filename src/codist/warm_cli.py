@@ -26,13 +26,11 @@ and the output are the supervisor's.
 from __future__ import annotations
 
 import os
-import signal
 from pathlib import Path
 
 from .rank_env import no_gpu_possible, rank_env
-from .warm_server import RETRY_COLD, Supervised
-
-FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
+from .exits import RETRY_COLD, forwarding_stop_signals
+from .warm_server import Supervised
 
 
 def warm_threads(config: str, overrides: list[str]) -> int | None:
@@ -77,14 +75,8 @@ def run_in_warm_server(options: dict, launched_unix: float) -> int | None:
     except (RuntimeError, OSError):
         return None   # the ordinary path tries the server again and says what failed
 
-    def forward(signum, frame):
-        proc.send_signal(signum)
-    previous = {s: signal.signal(s, forward) for s in FORWARDED}
-    try:
+    with forwarding_stop_signals(lambda signum, frame: proc.send_signal(signum)):
         code = proc.wait()
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
     return None if code == RETRY_COLD else code
 
 

@@ -56,13 +56,13 @@ from pathlib import Path
 from typing import Callable
 
 from . import fork_launcher
+from .exits import from_wait_status
 
 HEADER = struct.Struct("!I")   # length of the JSON message that follows
 MAX_FDS = 2                    # the client's stdout and stderr
 REQUEST_TIMEOUT_S = 10.0       # a client that connects must send its request within this
 MAX_MESSAGE = 16 << 20         # a request's JSON (argv, environment) is a few kB
 PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
-RETRY_COLD = 75                # `codist run` in a supervisor: this server's imports do not fit; run it yourself
 
 
 # environment variables read while torch, numpy (OpenBLAS) and DeepSpeed import
@@ -200,10 +200,6 @@ class MessageReader:
     def take_fds(self) -> list[int]:
         fds, self.fds = self.fds, []
         return fds
-
-
-def exit_code(status: int) -> int:
-    return os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status)
 
 
 def client_gone(conn: socket.socket) -> bool:
@@ -365,7 +361,7 @@ class Server:
             conn = self.runs.pop(pid, None)
             if conn is not None:
                 try:   # the supervisor answered its own code unless a signal killed it
-                    send_message(conn, {"rc": exit_code(status)})
+                    send_message(conn, {"rc": from_wait_status(status)})
                 except OSError:
                     pass
                 conn.close()
