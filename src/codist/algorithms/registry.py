@@ -1,5 +1,7 @@
 """The algorithm registry: one `register(...)` per algorithm names its config class, its strategy
-and its capabilities; nothing else in codist knows an algorithm by name.
+and its capabilities. The one exception left: codist.budget still names codistill and distill
+for their extra forwards (issue 25 item 3: the spec should carry them); config's default is
+`allreduce`.
 
 Built-in algorithms register in the torch-free modules `codist/algorithms/*_config.py`, found
 by their file name, and name their strategy as "module:Class", imported on first use: so
