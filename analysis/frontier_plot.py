@@ -19,7 +19,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from figure_data import label as metric_label  # noqa: E402
 from figure_data import INTERVAL_NOTE, fit, save_png  # noqa: E402
 from frontier_table import gbps_column  # noqa: E402

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import stats  # noqa: E402
 from frontier_pareto import pareto_front  # noqa: E402
 from frontier_walltime import step_seconds  # noqa: E402

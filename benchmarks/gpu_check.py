@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
 
 from codist import budget  # noqa: E402
 from codist.workloads import workload_class  # noqa: E402  (pydantic only; the class module imports torch)

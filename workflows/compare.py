@@ -39,7 +39,6 @@ from pathlib import Path
 import pandas as pd
 from scipy import stats
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from machine import describe, summarize  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
