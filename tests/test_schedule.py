@@ -54,6 +54,38 @@ def test_without_changes_weight_decay_is_untouched():
     assert lr_factor(0, ScheduleConfig(name="cosine"), 10) == 1.0
 
 
+def lrs_seen(cfg: ScheduleConfig, total: int) -> list[float]:
+    """The lr each update runs with, as the engine steps the scheduler after each update."""
+    opt = sgd()
+    sched = build_scheduler(opt, cfg, total_steps=total)
+    seen = []
+    for _ in range(total):
+        seen.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    return seen
+
+
+def test_linear_warmup_then_cosine_to_the_last_update():
+    """Warmup 3 of 11 updates: lr x 1/3, 2/3, 1; then cosine over the 8 remaining updates,
+    0.5 (1 + cos(pi k / 8)) at k = 0..7: 1 at k 0, 1/2 + sqrt(2)/4 at k 2, 1/2 at k 4, 1/2 - sqrt(2)/4
+    at k 6, (1 + cos(7 pi / 8)) / 2 = (1 - cos(pi / 8)) / 2 at the last; cos(pi / 8) = sqrt(2 + sqrt 2) / 2."""
+    seen = lrs_seen(ScheduleConfig(name="cosine", warmup_steps=3), 11)
+    r2 = 2 ** 0.5
+    cos_pi_8 = (2 + r2) ** 0.5 / 2
+    expected = {0: 0.1 / 3, 1: 0.2 / 3, 2: 0.1, 3: 0.1, 4: 0.1 * (1 + cos_pi_8) / 2, 5: 0.1 * (0.5 + r2 / 4),
+                7: 0.05, 9: 0.1 * (0.5 - r2 / 4), 10: 0.1 * (1 - cos_pi_8) / 2}
+    for k, lr in expected.items():
+        assert seen[k] == pytest.approx(lr, rel=1e-12), k
+    assert all(a > b for a, b in zip(seen[3:], seen[4:]))          # falls at every update after warmup
+
+
+def test_warmup_then_steps_at_the_milestones():
+    seen = lrs_seen(ScheduleConfig(name="step", warmup_steps=2, milestones=[4, 6], gamma=0.5), 8)
+    assert seen == pytest.approx([0.05, 0.1, 0.1, 0.1, 0.05, 0.05, 0.025, 0.025], rel=1e-12)
+    assert lrs_seen(ScheduleConfig(name="constant", warmup_steps=4), 5) == pytest.approx([0.025, 0.05, 0.075, 0.1, 0.1])
+
+
 def test_negative_weight_decay_change_is_rejected():
     with pytest.raises(ConfigError, match="weight_decay_changes"):
         validate({"schedule": {"weight_decay_changes": {5: -1.0}}}, source="x.yaml")
