@@ -190,11 +190,19 @@ def test_build_command_uses_srun_only_in_a_batch_script(tmp_path):
                                                                  "SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0"})
 
 
-def test_gpu_world_larger_than_this_node_is_left_to_srun_in_a_batch_script(monkeypatch):
+def test_gpu_world_larger_than_this_node_is_left_to_srun_in_a_batch_script(monkeypatch, tmp_path):
     monkeypatch.setattr(launch, "check_cuda_fit", lambda device: None)   # (this machine has no NVIDIA driver)
-    monkeypatch.setenv("SLURM_JOB_ID", "9")
+    monkeypatch.setattr("torch.cuda.device_count", lambda: 8)             # as on one node of 8 GPUs
     monkeypatch.delenv("SLURM_STEP_ID", raising=False)
-    check_fits(gpu_cfg(128), "cuda")   # no local GPU count check: the allocation decides
+    monkeypatch.delenv("SLURM_JOB_NODELIST", raising=False)
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    with pytest.raises(ConfigError, match="world_size=128 does not fit: this machine has 8 GPU"):
+        check_fits(gpu_cfg(128), "cuda")   # outside a job: this node's GPUs decide
+    check_fits(gpu_cfg(8), "cuda")
+    monkeypatch.setenv("SLURM_JOB_ID", "9")
+    check_fits(gpu_cfg(128), "cuda")   # in a batch script: no local GPU count check, the allocation decides
+    cmd = build_command(gpu_cfg(128), tmp_path / "c.yaml", tmp_path, 1, env={"SLURM_JOB_ID": "9"})
+    assert cmd[5:11] == ["srun", "--nodes", "16", "--ntasks", "128", "--ntasks-per-node"]   # 16 nodes x 8
 
 
 def test_rank_env_from_srun_variables(monkeypatch):

@@ -224,22 +224,46 @@ def test_missing_files_inside_data_dir_are_named(tmp_path):
                            "tokenizer_model": str(tmp_path / "nope.model")}))
 
 
-def test_present_data_and_embedded_pass(tmp_path):
+def test_present_data_and_embedded_pass(tmp_path, monkeypatch):
+    """What the check lets through, the reader reads: both folders it accepts hold the 5 x 3 training
+    and 4 test images written; an embedded data set needs no data, even under a missing data root."""
     write_cifar10(tmp_path)
-    check_inputs(_cfg({"name": "cifar", "dataset": "cifar10", "data_dir": str(tmp_path)}))
-    check_inputs(_cfg({"name": "cifar", "dataset": "cifar10",
-                       "data_dir": str(tmp_path / "cifar-10-batches-py")}))   # the files' own folder
-    check_inputs(_cfg({"name": "lm"}))
+    for data_dir in (tmp_path, tmp_path / "cifar-10-batches-py"):   # the parent, or the files' own folder
+        assert check_inputs(_cfg({"name": "cifar", "dataset": "cifar10", "data_dir": str(data_dir)})) is None
+        train_x, train_y, test_x, test_y = read_cifar(data_dir, "cifar10")
+        assert train_x.shape == (15, 3, 32, 32) and test_x.shape == (4, 3, 32, 32) and len(train_y) == 15
+    monkeypatch.setenv("CODIST_DATA_ROOT", str(tmp_path / "nowhere"))
+    assert check_inputs(_cfg({"name": "lm"})) is None
+    with pytest.raises(ConfigError, match="nowhere"):     # the same root refuses a relative data_dir
+        check_inputs(_cfg({"name": "cifar", "dataset": "cifar10", "data_dir": "cifar"}))
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every file")
+def without_file_permission_overrides():
+    """In the child process only (subprocess preexec_fn): drop CAP_DAC_OVERRIDE (1) and
+    CAP_DAC_READ_SEARCH (2) from the bounding set, so that the exec'd program, even as root, is
+    refused files by their permission bits as any user is."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in (1, 2):
+        if libc.prctl(24, cap, 0, 0, 0) != 0:   # PR_CAPBSET_DROP
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
 def test_unreadable_data_dir_is_named(tmp_path):
+    """Run in a child process; as root (how CI runs) without the capabilities that let root read
+    every file, so the check meets the permission bits it is about."""
+    import subprocess
+    import sys
     write_cifar10(tmp_path)
     (tmp_path / "cifar-10-batches-py" / "test_batch").chmod(0)
-    with pytest.raises(ConfigError, match="test_batch': this user may not read the file"):
-        check_inputs(_cfg({"name": "cifar", "dataset": "cifar10", "data_dir": str(tmp_path)}))
-
-
+    code = ("from codist import config; from codist.config import ConfigError; from codist.inputs import check_inputs\n"
+            f"cfg = config.validate({{'workload': {{'name': 'cifar', 'dataset': 'cifar10', 'data_dir': {str(tmp_path)!r}}}}})\n"
+            "try:\n    check_inputs(cfg)\nexcept ConfigError as e:\n    print(e)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          preexec_fn=without_file_permission_overrides if os.geteuid() == 0 else None)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == (f"workload.data_dir: '{tmp_path}/cifar-10-batches-py/test_batch': "
+                                   "this user may not read the file"), proc.stdout + proc.stderr
 def test_codist_check_fails_on_a_missing_data_dir(tmp_path, capsys):
     path = tmp_path / "run.yaml"
     missing = tmp_path / "cifar"
