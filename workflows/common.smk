@@ -43,6 +43,12 @@ try:
     PLAN = load_plan(REPLICATIONS, SCALE, CONFIG.data_root)
 except ExperimentsError as e:
     raise WorkflowError(f"cannot plan scale {SCALE!r} from {REPLICATIONS}:\n{e}") from None
+if CONFIG.rehearsal and SCALE != "full":
+    raise WorkflowError(f"--config rehearsal=true rehearses the full scale; got scale={SCALE!r}")
+if CONFIG.rehearsal:   # the same plan, each run shrunk as workflows/rehearsal.py allows (and records)
+    from rehearsal import rehearse
+    PLAN, _ = rehearse(PLAN)
+    RESULTS = f"{RESULTS}/rehearsal"   # never into a real results tree
 
 # A requested figure that exists at another scale only: one line naming the command that makes it,
 # instead of Snakemake's bare MissingRuleException. The targets are not known while the Snakefile

@@ -26,6 +26,8 @@ class WorkflowConfig(BaseModel):
     data_root: str | None = Field(None, min_length=1, description="the folder every relative workload.data_dir "
                                   "is joined to (each run's launch.data_root, made absolute; not part of the run "
                                   "id; default: $CODIST_DATA_ROOT when the runs start)")
+    rehearsal: bool = Field(False, description="scale=full only: every planned run shrunk as workflows/rehearsal.py "
+                            "allows (a few updates, short periods, 2 ranks per group, CPU), under <results>/rehearsal/")
 
 
 class WorkflowConfigError(ValueError):

@@ -1,0 +1,100 @@
+"""The full-scale rehearsal's shrink rules (workflows/rehearsal.py): on the real full plan, every
+run's rehearsal differs from it only in the allowed keys, in the allowed direction, with every
+event still reached; anything else fails the plan, naming the key."""
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "workflows"))
+from experiments import load_plan  # noqa: E402
+from rehearsal import ALLOWED, RehearsalError, check, rehearse, scheduled_exchanges, shrink  # noqa: E402
+from workflow_config import check as check_workflow_config  # noqa: E402
+
+from codist.algorithms import registry  # noqa: E402
+from codist.config import validate, to_dict  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def full():
+    plan = load_plan(ROOT / "replications", "full", "/data")
+    rehearsal, shrinks = rehearse(plan)
+    return plan, rehearsal, shrinks
+
+
+def with_change(cfg, key, value):
+    d = to_dict(cfg)
+    node = d
+    *path, last = key.split(".")
+    for p in path:
+        node = node[p]
+    node[last] = value
+    return validate(d)
+
+
+def test_every_planned_run_is_rehearsed_within_the_allowed_shrinks(full):
+    plan, rehearsal, shrinks = full
+    assert set(rehearsal.configs) == set(plan.configs) and len(plan.configs) >= 159
+    assert rehearsal.figures == plan.figures   # same run ids in the same figures
+    for rid, cfg in plan.configs.items():
+        used = rehearsal.configs[rid]
+        assert {s.category for s in shrinks[rid]} <= set(ALLOWED)
+        # what is not a shrink is the full run's: model, optimizer, precision, algorithm, data
+        for section in ("workload", "optimizer"):
+            assert getattr(used, section) == getattr(cfg, section), rid
+        assert used.train.precision == cfg.train.precision and used.parallel.models == cfg.parallel.models
+        assert used.schedule.name == cfg.schedule.name and used.schedule.gamma == cfg.schedule.gamma
+        per, per_used = cfg.parallel.world_size // cfg.parallel.models, used.parallel.world_size // used.parallel.models
+        assert per_used == min(per, 2), rid
+        assert used.train.steps <= cfg.train.steps and used.train.batch_per_rank <= cfg.train.batch_per_rank
+        # every event of the full run happens in the rehearsal, and the last update is evaluated
+        assert all(0 < m <= used.train.steps for m in used.schedule.milestones)
+        assert len(used.schedule.milestones) == len(cfg.schedule.milestones)
+        assert all(k < used.train.steps for k in used.schedule.weight_decay_changes)
+        assert used.train.eval_every == used.train.steps
+        if cfg.train.checkpoint_every:   # one checkpoint of the full state, before the last update
+            assert used.train.checkpoint_every < used.train.steps
+        if registry.exchange_period(cfg.algorithm):
+            assert scheduled_exchanges(used, used.train.steps) >= 1, rid
+        if cfg.algorithm.name == "distill":   # the teacher is the planned run's, in the rehearsal plan
+            assert cfg.algorithm.teacher_run in rehearsal.configs
+
+
+def test_shrinks_are_recorded_per_run(full):
+    plan, _, shrinks = full
+    rid = next(r for r, c in plan.configs.items() if c.algorithm.name == "codistill" and c.workload.name == "lm")
+    got = {s.key: (s.planned, s.used) for s in shrinks[rid]}
+    cfg = plan.configs[rid]
+    assert got["algorithm.exchange_every"] == (cfg.algorithm.exchange_every, 2)
+    assert got["algorithm.burn_in"] == (cfg.algorithm.burn_in, 1)   # the only phase change: first
+    assert got["parallel.world_size"] == (cfg.parallel.world_size, 4)   # 2 models x 2 ranks
+    assert got["launch.device"] == ("cuda", "cpu")
+    assert {s.category for s in shrinks[rid] if s.key == "algorithm.exchange_every"} == {"periods"}
+    # milestones keep their order and the weight-decay cuts stay with them (Sodhani's ImageNet)
+    rid = next(r for r, c in plan.configs.items() if c.schedule.weight_decay_changes)
+    cfg, used = plan.configs[rid], shrink(plan.configs[rid])
+    for planned, moved in zip(cfg.schedule.weight_decay_changes, used.schedule.weight_decay_changes):
+        if planned in cfg.schedule.milestones:
+            assert moved == used.schedule.milestones[cfg.schedule.milestones.index(planned)]
+    assert list(used.schedule.weight_decay_changes.values()) == list(cfg.schedule.weight_decay_changes.values())
+
+
+@pytest.mark.parametrize("key,value,says", [
+    ("optimizer.lr", 0.5, "optimizer.lr"),
+    ("train.precision", "bf16", "train.precision"),
+    ("algorithm.alpha", 0.5, "algorithm.alpha"),
+    ("train.batch_per_rank", 4096, "only shrinks"),
+    ("parallel.world_size", 2, "ranks per model group"),   # 1 rank per group where the full run has many
+])
+def test_a_shrink_not_allowed_fails_the_plan(full, key, value, says):
+    plan, rehearsal, _ = full
+    rid = next(r for r, c in plan.configs.items() if c.algorithm.name == "codistill" and c.workload.name == "ctr")
+    bad = with_change(rehearsal.configs[rid], key, value)
+    with pytest.raises(RehearsalError, match=says.replace(".", r"\.")):
+        check(plan.configs[rid], bad)
+
+
+def test_the_workflow_accepts_rehearsal_and_its_config_key():
+    assert check_workflow_config({"scale": "full", "rehearsal": True}).rehearsal is True
+    assert check_workflow_config({}).rehearsal is False

@@ -1,0 +1,335 @@
+"""The full-scale rehearsal (issue 24): every planned full-scale run, shrunk only where allowed.
+
+`snakemake --config scale=full rehearsal=true data_root=FAKE` plans the full scale with the same
+code as a real run (workflows/experiments.py), then `rehearse` replaces each resolved config by its
+rehearsal, a recorded transformation of it. A rehearsal may change only (ALLOWED):
+
+  updates     train.steps                  a few updates, enough for every event below
+  periods     the algorithm's period (registry `period`), algorithm.burn_in / alpha_ramp_steps,
+              schedule.warmup_steps / milestones / weight_decay_changes, train.eval_every /
+              checkpoint_every: each event keeps its order, moved to the first updates, so every
+              exchange, averaging or compression round and phase change happens at least once
+  ranks       parallel.world_size: ranks per model group, at most 2 and at least 2 where the
+              full run has more than 1 (the in-group all-reduce runs); models unchanged
+  batch       train.batch_per_rank and train.eval_batch, capped where a CPU's memory forces it
+  launch      the launch section (device, launcher, oversubscription, threads, timeouts)
+
+Any other difference fails `check` (RehearsalError), so the rest (model, optimizer, schedule
+shape, precision, algorithm, data) is the full run's. Results go under <results>/rehearsal/
+(never into a real results tree), run directories keyed by the planned run id (the rehearsal's
+config has another id: its own fields differ). `ledger` writes <results>/rehearsal/full/runs.csv.
+
+    python workflows/rehearsal.py plan                  # every planned run's shrinks (no run)
+    python workflows/rehearsal.py run --data-root D [--only ID ...] [--cores N]
+    python workflows/rehearsal.py ledger --data-root D  # runs.csv from what the runs left
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import csv
+import json
+import subprocess
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "workflows"))
+sys.path.insert(0, str(ROOT / "analysis"))
+from experiments import Plan, load_plan  # noqa: E402
+
+from codist.algorithms import registry as algorithm_registry  # noqa: E402
+from codist.config import ConfigError, RunConfig, to_dict, validate  # noqa: E402
+
+#: per-rank batch (training, evaluation) a CPU rank of each workload holds beside the others here
+#: (23 GB shared by up to 8 ranks): the full-scale batch where it fits, else the cap
+CPU_BATCH = {"imagenet": (4, 25), "translation": (8, 16), "lm": (32, 16), "ctr": (128, 1024),
+             "cifar": (128, 500)}
+PERIOD = 2          # updates between exchanges in a rehearsal (at most the planned period)
+RANKS = 2           # ranks per model group in a rehearsal (at most the planned)
+LAUNCH = {"device": "cpu", "launcher": "fork", "oversubscribe": True, "master_port": None,
+          "collective_timeout_s": 3600, "hang_timeout_s": 3600}
+
+PERIOD_KEYS = ("algorithm.burn_in", "algorithm.alpha_ramp_steps", "schedule.warmup_steps",
+               "schedule.milestones", "schedule.weight_decay_changes", "train.eval_every",
+               "train.checkpoint_every")
+ALLOWED = {"updates": ("train.steps",), "periods": PERIOD_KEYS, "ranks": ("parallel.world_size",),
+           "batch": ("train.batch_per_rank", "train.eval_batch"), "launch": ("launch.",)}
+
+
+class RehearsalError(ValueError):
+    """A rehearsal config that differs from its full run outside ALLOWED (or the wrong way)."""
+
+
+@dataclass(frozen=True)
+class Shrink:
+    category: str
+    key: str
+    planned: object
+    used: object
+
+    def __str__(self):
+        return f"{self.key}: {self.planned} -> {self.used}"
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and k != "weight_decay_changes":
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def category(key: str, algorithm: str) -> str | None:
+    """The ALLOWED category of a dotted key (the algorithm's own period field counts as a period)."""
+    period = algorithm_registry.spec(algorithm).period
+    if period and key == f"algorithm.{period}":
+        return "periods"
+    for cat, keys in ALLOWED.items():
+        if any(key == k or (k.endswith(".") and key.startswith(k)) for k in keys):
+            return cat
+    return None
+
+
+def check(planned: RunConfig, used: RunConfig) -> list[Shrink]:
+    """Every difference of `used` from `planned`, each in ALLOWED and in the allowed direction;
+    else RehearsalError naming the key, both values and what a rehearsal may change."""
+    a, b = _flat(to_dict(planned)), _flat(to_dict(used))
+    shrinks, errors = [], []
+    for key in sorted(set(a) | set(b)):
+        if a.get(key) == b.get(key):
+            continue
+        cat = category(key, planned.algorithm.name)
+        if cat is None:
+            errors.append(f"{key}: {a.get(key)!r} -> {b.get(key)!r} is not a rehearsal shrink; allowed: "
+                          + "; ".join(f"{c} ({', '.join(k)})" for c, k in ALLOWED.items()))
+            continue
+        if cat in ("updates", "batch", "periods") and isinstance(a.get(key), int) and b.get(key) > a.get(key):
+            errors.append(f"{key}: {a[key]} -> {b[key]}: a rehearsal only shrinks it")
+        if cat == "periods" and isinstance(a.get(key), (list, dict)) and len(a[key]) != len(b[key]):
+            errors.append(f"{key}: {a[key]} -> {b[key]}: every event of the full run must stay")
+        if key == "schedule.weight_decay_changes" and list(a[key].values()) != list(b[key].values()):
+            errors.append(f"{key}: the weight decays must stay ({list(a[key].values())})")
+        shrinks.append(Shrink(cat, key, a.get(key), b.get(key)))
+    p, q = planned.parallel, used.parallel
+    per, per_used = p.world_size // p.models, q.world_size // q.models
+    if per_used > per or per_used < min(per, RANKS):
+        errors.append(f"parallel.world_size: {p.world_size} -> {q.world_size}: ranks per model group {per} -> "
+                      f"{per_used}; allowed: at most {per}, at least {min(per, RANKS)}")
+    if errors:
+        raise RehearsalError(f"run {planned.run_id()} ({planned.name}): " + "\n  ".join(errors))
+    return shrinks
+
+
+def shrink(cfg: RunConfig, device: str = "cpu") -> RunConfig:
+    """The rehearsal of one full-scale run config (see the module docstring)."""
+    d = copy.deepcopy(to_dict(cfg))
+    alg, sch, tr = d["algorithm"], d["schedule"], d["train"]
+    period = algorithm_registry.spec(alg["name"]).period
+    burn, ramp = alg.get("burn_in", 0), alg.get("alpha_ramp_steps", 0)
+    sch["weight_decay_changes"] = {int(k): v for k, v in sch["weight_decay_changes"].items()}
+    # every phase change at the first updates, in the full run's order (equal updates stay equal)
+    events = sorted({v for v in [sch["warmup_steps"], *sch["milestones"], *sch["weight_decay_changes"],
+                                 burn, burn + ramp] if v > 0})
+    at = {0: 0, **{v: i + 1 for i, v in enumerate(events)}}
+    sch["warmup_steps"] = at[sch["warmup_steps"]]
+    sch["milestones"] = [at[m] for m in sch["milestones"]]
+    sch["weight_decay_changes"] = {at[k]: v for k, v in sch["weight_decay_changes"].items()}
+    if "burn_in" in alg:
+        alg["burn_in"] = at[burn]
+    if ramp:
+        alg["alpha_ramp_steps"] = at[burn + ramp] - at[burn]
+    last = max(at.values())
+    if period:   # two rounds after the last phase change: one exchange, then updates that use it
+        alg[period] = min(alg[period], PERIOD)
+        steps = last + 2 * alg[period] + 1
+    else:
+        steps = last + 2
+    tr["steps"] = min(tr["steps"], steps)
+    tr["eval_every"] = tr["steps"]
+    # one checkpoint before the last update (the loop writes none at the end): the full state's write
+    tr["checkpoint_every"] = max(1, tr["steps"] - 1) if tr["checkpoint_every"] else 0
+    p = d["parallel"]
+    p["world_size"] = p["models"] * min(p["world_size"] // p["models"], RANKS)
+    if device == "cpu":
+        train_cap, eval_cap = CPU_BATCH.get(d["workload"]["name"], (tr["batch_per_rank"], tr["eval_batch"]))
+        tr["batch_per_rank"] = min(tr["batch_per_rank"], train_cap)
+        tr["eval_batch"] = min(tr["eval_batch"], eval_cap)
+        d["launch"].update(LAUNCH)
+    try:
+        return validate(d, source=f"rehearsal of {cfg.run_id()}")
+    except ConfigError as e:
+        raise RehearsalError(str(e)) from None
+
+
+def rehearse(plan: Plan, device: str = "cpu") -> tuple[Plan, dict[str, list[Shrink]]]:
+    """The plan with each run's config replaced by its rehearsal (run ids, figures and teacher
+    references unchanged), and each run's recorded shrinks (checked against ALLOWED)."""
+    configs, shrinks = {}, {}
+    for rid, cfg in plan.configs.items():
+        configs[rid] = shrink(cfg, device)
+        shrinks[rid] = check(cfg, configs[rid])
+    return replace(plan, configs=configs), shrinks
+
+
+# ------------------------------------------------------------------ the ledger
+
+COLUMNS = ["run_id", "figures", "workload", "model", "parameters", "algorithm", "precision",
+           "ranks_planned", "ranks_used", "batch_per_rank_planned", "batch_per_rank_used", "updates_planned",
+           "updates_done", "exchanges_done", "exchange_calls_all_ranks", "bytes_per_rank_per_update_measured",
+           "bytes_per_rank_per_update_closed_form_used", "bytes_per_rank_per_update_closed_form_planned",
+           "peak_pss_mb_per_rank", "s_per_update", "setup_s", "job_s", "checkpoints", "status", "first_error", "shrinks"]
+
+
+def model_name(cfg: RunConfig) -> str:
+    w = to_dict(cfg.workload)
+    if w["name"] == "lm":
+        return f"lstm{w['layers']}x{w['hidden']}-vocab{w['vocab_size']}"
+    if w["name"] == "ctr":
+        return "mlp" + "-".join(map(str, w["hidden"])) + f"-emb{w['embedding_dim']}x{w['hash_buckets']}"
+    return str(w.get("arch") or w.get("model") or w["name"])
+
+
+def closed_form(cfg: RunConfig, params: int, state: int, steps: int) -> float:
+    """Training bytes each rank sends per update over `steps` updates, by codist.comm's accounting
+    (ring all-reduce 2(p-1)/p of the payload; a broadcast's root sends it to each receiver; a ring
+    all-gather (K-1) payloads), fp32: the in-group gradient all-reduce of the `params` parameters
+    plus, per exchange the algorithm's rule makes, the `state` floats (parameters and buffers)
+    between the groups (codistill (n-1) S, MA-DNN 2(K-1)/K S, EC-DNN (K-1) S, as
+    analysis/comm_identity.py). BatchNorm statistics synced inside a group are left out."""
+    a, p = cfg.algorithm, cfg.parallel
+    per = p.world_size // p.models
+    out = 2 * (per - 1) / per * 4 * params if per > 1 else 0.0
+    per_exchange = {"codistill": p.models - 1, "model_average": 2 * (p.models - 1) / p.models,
+                    "ensemble_compress": p.models - 1}.get(a.name, 0)
+    return out + per_exchange * 4 * state * scheduled_exchanges(cfg, steps) / steps
+
+
+ERROR_MARKS = ("Error", "error:", "Traceback", "failed", "Killed", "exit code", "exited with")
+
+
+def _first_error(log: Path) -> str:
+    """The first line of a run's log that reports an error ("" if none does)."""
+    for line in log.read_text(errors="replace").splitlines():
+        if any(m in line for m in ERROR_MARKS) and "Warning" not in line:
+            return line.strip()[:300]
+    return ""
+
+
+def scheduled_exchanges(cfg: RunConfig, steps: int) -> int:
+    """Exchanges (codistillation checkpoint exchanges, averaging / ensembling rounds) the
+    algorithm's rule makes in `steps` updates (codist.algorithms: codistill before update s >=
+    burn_in with (s - burn_in) % k == 0; the tau algorithms after update s with (s + 1) % tau == 0)."""
+    a = cfg.algorithm
+    period = algorithm_registry.exchange_period(a)
+    if not period:
+        return 0
+    if a.name == "codistill":
+        return 0 if a.exchange != "checkpoint" else sum(
+            1 for s in range(steps) if s >= a.burn_in and (s - a.burn_in) % period == 0)
+    return steps // period
+
+
+EXCHANGE_CATEGORIES = ("param_exchange", "prediction_exchange", "model_average")
+
+
+def _run_facts(run: Path, used: RunConfig) -> dict:
+    """What a finished rehearsal run measured: its summary (updates, traffic, time) and, where the
+    run saved its models, the parameter count of model 0."""
+    s = json.loads((run / "summary.json").read_text())
+    by_cat = s["comm"]["by_category"]
+    calls = sum(by_cat.get(c, {}).get("calls_all_ranks", 0) for c in EXCHANGE_CATEGORIES)
+    facts = {"updates_done": s["steps"], "s_per_update": round(s["wall_s"] / max(1, s["steps"]), 3),
+             "setup_s": s.get("setup_s"), "exchange_calls_all_ranks": calls, "checkpoints": s.get("checkpoints"),
+             "exchanges_done": scheduled_exchanges(used, s["steps"]) if calls else 0,
+             "bytes_per_rank_per_update_measured": round(s["comm"]["training_sent_bytes_per_rank_per_update"])}
+    model = run / "model_0.pt"
+    if model.exists():
+        import torch
+        state = torch.load(model, map_location="cpu", weights_only=True, mmap=True)
+        floats = {k: t.numel() for k, t in state.items() if torch.is_tensor(t) and t.is_floating_point()}
+        facts["parameters"] = sum(n for k, n in floats.items() if "running_" not in k)   # BatchNorm's are buffers
+        facts["state"] = sum(floats.values())
+    return facts
+
+
+def ledger(plan: Plan, rehearsal: Plan, shrinks: dict, results: Path) -> list[dict]:
+    figures = {}
+    for (paper, fig), f in plan.figures.items():
+        for r in f.runs:
+            figures.setdefault(r.run_id, []).append(f"{paper}/{fig}")
+    rows = []
+    for rid, cfg in plan.configs.items():
+        used = rehearsal.configs[rid]
+        run, log = results / "full" / "runs" / rid, results / "full" / "logs" / "train" / f"{rid}.log"
+        row = {"run_id": rid, "figures": " ".join(dict.fromkeys(figures.get(rid, []))),
+               "workload": cfg.workload.name, "model": model_name(cfg), "algorithm": cfg.algorithm.name,
+               "precision": f"{cfg.train.precision} (cpu: {used.train.precision}, no autocast)"
+               if cfg.train.precision != "fp32" else "fp32",
+               "ranks_planned": cfg.parallel.world_size, "ranks_used": used.parallel.world_size,
+               "batch_per_rank_planned": cfg.train.batch_per_rank, "batch_per_rank_used": used.train.batch_per_rank,
+               "updates_planned": cfg.train.steps, "shrinks": "; ".join(map(str, shrinks[rid]))}
+        if (run / "summary.json").exists():
+            row.update(_run_facts(run, used), status="ok")
+            bench = results / "full" / "logs" / "train" / f"{rid}.benchmark.tsv"
+            if bench.exists():
+                rec = next(csv.DictReader(bench.open(), delimiter="\t"))
+                row["peak_pss_mb_per_rank"] = round(float(rec["max_pss"]) / used.parallel.world_size)
+                row["job_s"] = round(float(rec["s"]))   # the whole job: start-up, updates, evaluation
+            if row.get("parameters"):
+                n, state = row["parameters"], row.pop("state")
+                row["bytes_per_rank_per_update_closed_form_used"] = round(closed_form(used, n, state, row["updates_done"]))
+                row["bytes_per_rank_per_update_closed_form_planned"] = round(closed_form(cfg, n, state, cfg.train.steps))
+        elif log.exists():   # a log without an error line: the run was stopped, or still runs
+            error = _first_error(log)
+            row.update(status="failed" if error else "incomplete (no summary.json, no error line)",
+                       first_error=error)
+        else:
+            row["status"] = "not run (time)"
+        rows.append(row)
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("command", choices=["plan", "run", "ledger"])
+    ap.add_argument("--replications", default=str(ROOT / "replications"))
+    ap.add_argument("--results", default="results", help="the rehearsal writes under RESULTS/rehearsal/")
+    ap.add_argument("--data-root", help="the miniature data root (codist data fake --root DIR)")
+    ap.add_argument("--only", nargs="*", help="run ids to run (default: every planned run)")
+    ap.add_argument("--cores", type=int, default=2)
+    args = ap.parse_args(argv)
+    plan = load_plan(args.replications, "full", args.data_root)
+    rehearsal, shrinks = rehearse(plan)
+    results = Path(args.results) / "rehearsal"
+    if args.command == "plan":
+        for rid, cfg in plan.configs.items():
+            print(f"{rid} {cfg.name}: " + "; ".join(map(str, shrinks[rid])))
+        return 0
+    if args.command == "run":
+        ids = args.only or list(plan.configs)
+        targets = [f"{results}/full/runs/{i}/summary.json" for i in ids]
+        cmd = [str(Path(sys.executable).parent / "snakemake"), "--cores", str(args.cores), "--keep-going",
+               "--rerun-incomplete", *targets, "--config", "scale=full", "rehearsal=true",
+               f"results={args.results}", f"data_root={args.data_root}"]
+        rc = subprocess.call(cmd, cwd=ROOT)
+        print(f"rehearsal: snakemake exit {rc}", file=sys.stderr)
+    rows = ledger(plan, rehearsal, shrinks, results)
+    out = results / "full" / "runs.csv"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", newline="") as f:
+        w = csv.DictWriter(f, COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+    counts = {}
+    for r in rows:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    print(f"{out}: {len(rows)} planned runs: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
