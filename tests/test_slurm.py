@@ -1,5 +1,6 @@
-"""The cluster path on a live SLURM scheduler (`make test-slurm` starts a throw-away single-node
-cluster and sets SLURM_CONF; without one these tests are skipped).
+"""The cluster path on a live SLURM scheduler (`make test-slurm` starts a throw-away two-node
+cluster and sets SLURM_CONF; without one these tests are skipped). The jobs here ask for one
+node; tests/test_slurm_two_nodes.py runs jobs across both.
 
 Every job here goes through the real slurmctld/slurmd: sbatch with the geometry that
 snakemake-executor-plugin-slurm renders from the run's job resources, `codist run` in the batch
@@ -128,9 +129,10 @@ def resumed_from(out: Path):
 
 
 def srun_steps(job: str) -> list[str]:
-    """The job steps slurmd launched for this job (its log: 'launch task StepId=J.S')."""
-    log = Path(os.environ["SLURM_CONF"]).parent / "log" / "slurmd.log"
-    return re.findall(rf"launch task StepId={job}\.(\d+)", log.read_text())
+    """The job steps the nodes' slurmd launched for this job, one entry per node a step ran on
+    (their logs, log/slurmd-<node>.log: 'launch task StepId=J.S')."""
+    logs = sorted((Path(os.environ["SLURM_CONF"]).parent / "log").glob("slurmd*.log"))
+    return sorted(s for log in logs for s in re.findall(rf"launch task StepId={job}\.(\d+)", log.read_text()))
 
 
 # ---------------------------------------------------------------- runs under sbatch
@@ -160,9 +162,12 @@ def test_warm_launcher_runs_in_one_task(reference, tmp_path):
     assert comparable(read_rows(out)) == comparable(read_rows(reference))
 
 
-def test_preempted_job_checkpoints_exits_3_and_resumes_when_resubmitted(reference, tmp_path):
-    out, log = tmp_path / "run", tmp_path / "job.log"
-    job = submit(tmp_path, RUN, out, log)
+def preempt_and_resubmit(tmp_path: Path, cfg: dict, out: Path) -> tuple[str, str]:
+    """Submit `cfg`, SIGTERM its batch script after a checkpoint, check that it stopped there
+    (exit 3, no summary), resubmit it and check that the new job resumed from that checkpoint
+    and completed. Returns the two job ids."""
+    log = tmp_path / "job.log"
+    job = submit(tmp_path, cfg, out, log)
     wait_checkpoint(out, job)
     # SIGTERM to the batch script only (codist run): it reaches the ranks as SIGUSR1 through srun
     # (codist.cluster.relay; srun answers SIGTERM itself by SIGKILLing the step). The figure test
@@ -171,12 +176,18 @@ def test_preempted_job_checkpoints_exits_3_and_resumes_when_resubmitted(referenc
     assert wait_job(job) == ("FAILED", "3:0"), log.read_text()[-3000:]
     assert "preempted; checkpoint written" in log.read_text()
     stopped = json.loads((out / "checkpoint" / "latest.json").read_text())["step"]
-    assert 0 < stopped < RUN["train"]["steps"] and not (out / "summary.json").exists()
+    assert 0 < stopped < cfg["train"]["steps"] and not (out / "summary.json").exists()
     # resubmitted, as Snakemake's retries do (`scontrol requeue` of the same job id raced slurmd's
     # clean-up here: "Job N already killed, do not launch batch job"); it resumes from the checkpoint
-    job2 = submit(tmp_path, RUN, out, tmp_path / "job2.log")
+    job2 = submit(tmp_path, cfg, out, tmp_path / "job2.log")
     assert wait_job(job2) == ("COMPLETED", "0:0"), (tmp_path / "job2.log").read_text()[-3000:]
     assert resumed_from(out) == stopped
+    return job, job2
+
+
+def test_preempted_job_checkpoints_exits_3_and_resumes_when_resubmitted(reference, tmp_path):
+    out = tmp_path / "run"
+    preempt_and_resubmit(tmp_path, RUN, out)
     assert comparable(read_rows(out)) == comparable(read_rows(reference))
 
 

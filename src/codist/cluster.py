@@ -30,8 +30,10 @@ CPU_MEM_MB_PER_RANK = 2000             # a CPU rank's memory request (embedded w
 # ------------------------------------------------------------------ job resources
 
 def nodes_needed(cfg: RunConfig, device: str) -> int:
-    """Nodes a run needs: one on CPU; world_size / gpus_per_node (rounded up) on GPUs."""
-    if device != "cuda":
+    """Nodes a run needs: world_size / gpus_per_node (rounded up) on GPUs, and on CPU when the
+    ranks are srun tasks (gpus_per_node then reads as ranks per node: a CPU cluster, or the test
+    cluster's two nodes, get the GPU runs' geometry); one for the other CPU runs."""
+    if device != "cuda" and not ranks_by_srun(cfg, device):
         return 1
     return -(-cfg.parallel.world_size // cfg.launch.gpus_per_node)
 

@@ -1,21 +1,33 @@
-"""A throw-away single-node SLURM cluster on this machine, for `make test-slurm`.
+"""A throw-away two-node SLURM cluster on this machine, for `make test-slurm`.
 
     python tests/slurm/cluster.py run -- CMD ...   start it, run CMD with SLURM_CONF set, stop it
 
-Installs Debian's slurm-wlm and munge with apt when slurmctld is missing (root only). Config,
-state, spool, pid and log files live under a fresh temp dir; the controller and the node
-listen on loopback ports chosen free; munged runs with its own socket, key copy and pid file
-there too; slurm.conf is linked at /etc/slurm/slurm.conf while it runs (refused if one
-exists). The daemons (munged, slurmctld, slurmd) are stopped by their pid files when CMD
-ends, also when it fails or this script gets SIGTERM/SIGINT. Exit code: CMD's, or 2 with one
-line saying what failed to start.
+Installs Debian's slurm-wlm and munge with apt when slurmctld is missing (root only). Each
+daemon has a network namespace and a UTS namespace (host name) of its own, made here:
+
+    codist<pid>-ctl  host codist-ctl  10.250.0.1   slurmctld, a bridge, and CMD itself
+    codist<pid>-n1   host codist-n1   10.250.0.11  slurmd (node codist-n1)
+    codist<pid>-n2   host codist-n2   10.250.0.12  slurmd (node codist-n2)
+
+Each node's namespace holds one end of a veth pair whose other end is on the bridge in the
+controller's namespace; the addresses exist only inside these namespaces (nothing is added to
+this machine's own network). Every daemon also has a mount namespace of its own in which a
+hosts file naming the three hosts is /etc/hosts (so a rank resolves MASTER_ADDR, a node name).
+CMD runs in the controller's namespaces, so its sbatch/squeue reach slurmctld; a job's ranks on
+two nodes rendezvous across the bridge. munged runs in this machine's namespaces with its
+socket (a file, reachable from every namespace), key copy and pid file under a fresh temp dir,
+as are SLURM's config, state, spool, pid and log files (log/slurmd-<node>.log) and the hosts
+file; slurm.conf is linked at /etc/slurm/slurm.conf while it runs (refused if one exists). At
+the end, also when CMD fails or this script gets SIGTERM/SIGINT: the daemons are stopped by
+their pid files, any process left in the namespaces (a job's) by its pid, then the namespaces
+(and with them the bridge and the veth pairs) are deleted. Exit code: CMD's, or 2 with one line
+saying what failed to start.
 """
 from __future__ import annotations
 
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +39,9 @@ PACKAGES = ["slurm-wlm", "munge"]
 # the job id), so srun inside a job finds the config at SLURM's default path, as on a real
 # cluster: the cluster's slurm.conf is linked there while it runs (and only if none exists)
 DEFAULT_CONF = Path("/etc/slurm/slurm.conf")
+SUBNET = "10.250.0"   # private; exists only inside the namespaces made here
+CTL = ("codist-ctl", f"{SUBNET}.1")
+NODES = [("codist-n1", f"{SUBNET}.11"), ("codist-n2", f"{SUBNET}.12")]
 
 
 def say(msg: str) -> None:
@@ -35,12 +50,6 @@ def say(msg: str) -> None:
 
 class StartError(RuntimeError):
     pass
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def ensure_installed() -> None:
@@ -57,17 +66,16 @@ def ensure_installed() -> None:
 
 
 def mem_mb() -> int:
+    """Memory each node offers: a quarter of what is available (the two nodes share it)."""
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("MemAvailable:"):
-            return max(1000, int(line.split()[1]) // 1024 // 2)
+            return max(2000, int(line.split()[1]) // 1024 // 4)
     return 4000
 
 
 SLURM_CONF = """\
 ClusterName=codisttest
-SlurmctldHost={host}(127.0.0.1)
-SlurmctldPort={ctld_port}
-SlurmdPort={slurmd_port}
+SlurmctldHost={ctl_host}({ctl_addr})
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -76,9 +84,9 @@ CredType=cred/munge
 StateSaveLocation={root}/state
 SlurmdSpoolDir={root}/spool/%n
 SlurmctldPidFile={root}/slurmctld.pid
-SlurmdPidFile={root}/slurmd.pid
+SlurmdPidFile={root}/slurmd-%n.pid
 SlurmctldLogFile={root}/log/slurmctld.log
-SlurmdLogFile={root}/log/slurmd.log
+SlurmdLogFile={root}/log/slurmd-%n.log
 SlurmctldDebug=info
 SlurmdDebug=info
 ProctrackType=proctrack/linuxproc
@@ -96,9 +104,16 @@ KillWait=5
 MinJobAge=300
 InactiveLimit=0
 JobRequeue=1
-NodeName={host} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={mem} State=UNKNOWN
-PartitionName=test Nodes={host} Default=YES MaxTime=INFINITE State=UP
+{nodes}
+PartitionName=test Nodes={node_names} Default=YES MaxTime=INFINITE State=UP
 """
+NODE_LINE = "NodeName={name} NodeHostname={name} NodeAddr={addr} CPUs={cpus} RealMemory={mem} State=UNKNOWN"
+
+
+def ip(*args: str) -> None:
+    out = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if out.returncode:
+        raise StartError(f"ip {' '.join(args)} failed: {out.stderr.strip()}")
 
 
 class Cluster:
@@ -106,15 +121,28 @@ class Cluster:
         self.root = Path(tempfile.mkdtemp(prefix="codist-slurm-"))
         self.conf = self.root / "slurm.conf"
         self.linked = False
-        self.pidfiles = {"slurmd": self.root / "slurmd.pid", "slurmctld": self.root / "slurmctld.pid",
-                         "munged": self.root / "munge" / "munged.pid"}
+        self.prefix = f"codist{os.getpid()}"
+        self.netns: list[str] = []      # made here, deleted at the end
+        self.pidfiles = {**{f"slurmd {n}": self.root / f"slurmd-{n}.pid" for n, _ in NODES},
+                         "slurmctld": self.root / "slurmctld.pid", "munged": self.root / "munge" / "munged.pid"}
 
     def env(self) -> dict[str, str]:
         return {**os.environ, "SLURM_CONF": str(self.conf)}
 
+    def ns(self, host: str) -> str:
+        return f"{self.prefix}-{host.rsplit('-', 1)[1]}"
+
+    def in_ns(self, host: str, cmd: list[str]) -> list[str]:
+        """cmd in host's network namespace, a new UTS namespace named host, and a new mount
+        namespace where the cluster's hosts file is /etc/hosts. (Not `ip netns exec`: it mounts a
+        fresh /sys, without the cgroup file systems slurmd's cgroup plugin needs.)"""
+        return ["nsenter", f"--net=/run/netns/{self.ns(host)}", "unshare", "--uts", "--mount",
+                "--propagation", "private", "sh", "-c",
+                f'mount --bind {self.root}/hosts /etc/hosts && hostname {host} && exec "$@"', "sh", *cmd]
+
     def start(self) -> None:
         ensure_installed()
-        for sub in ("state", "spool", "log", "munge"):
+        for sub in ("state", "log", "munge", *(f"spool/{n}" for n, _ in NODES)):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         munge = self.root / "munge"
         key = munge / "munge.key"
@@ -130,23 +158,53 @@ class Cluster:
         if DEFAULT_CONF.exists() or DEFAULT_CONF.is_symlink():
             raise StartError(f"{DEFAULT_CONF} exists: this machine has a SLURM of its own; "
                              f"run the slurm tests against it (SLURM_CONF=... pytest -m slurm) instead")
-        host = socket.gethostname().split(".")[0]
-        self.conf.write_text(SLURM_CONF.format(host=host, root=self.root, ctld_port=free_port(),
-                                               slurmd_port=free_port(), cpus=os.cpu_count() or 1, mem=mem_mb()))
+        self._network()
+        cpus = os.cpu_count() or 1
+        self.conf.write_text(SLURM_CONF.format(
+            ctl_host=CTL[0], ctl_addr=CTL[1], root=self.root, node_names=",".join(n for n, _ in NODES),
+            nodes="\n".join(NODE_LINE.format(name=n, addr=a, cpus=cpus, mem=mem_mb()) for n, a in NODES)))
         DEFAULT_CONF.parent.mkdir(parents=True, exist_ok=True)
         DEFAULT_CONF.symlink_to(self.conf)
         self.linked = True
-        self._daemon("slurmctld", ["slurmctld", "-f", str(self.conf)])
-        self._daemon("slurmd", ["slurmd", "-f", str(self.conf)])
+        self._daemon("slurmctld", self.in_ns(CTL[0], ["slurmctld", "-f", str(self.conf)]))
+        for name, _ in NODES:
+            self._daemon(f"slurmd {name}", self.in_ns(name, ["slurmd", "-f", str(self.conf)]))
         deadline = time.time() + 60
         while time.time() < deadline:
-            out = subprocess.run(["sinfo", "-h", "-o", "%t"], env=self.env(), capture_output=True, text=True)
-            if out.returncode == 0 and out.stdout.strip() in ("idle", "mix", "alloc"):
-                say(f"cluster up: {self.conf} (node {host}, {os.cpu_count()} CPUs)")
+            out = subprocess.run(self.in_ns(CTL[0], ["sinfo", "-h", "-N", "-o", "%t"]), env=self.env(),
+                                 capture_output=True, text=True)
+            states = out.stdout.split()
+            if out.returncode == 0 and len(states) == len(NODES) and set(states) <= {"idle", "mix", "alloc"}:
+                say(f"cluster up: {self.conf} (nodes {', '.join(n for n, _ in NODES)} in namespaces "
+                    f"{self.prefix}-*, {cpus} CPUs each)")
                 return
             time.sleep(0.5)
-        raise StartError(f"the node did not come up in 60 s (sinfo: {out.stdout.strip() or out.stderr.strip()}); "
+        raise StartError(f"the nodes did not come up in 60 s (sinfo: {out.stdout.strip() or out.stderr.strip()}); "
                          f"logs: {self.root}/log")
+
+    def _network(self) -> None:
+        """The namespaces, the bridge in the controller's, a veth pair per node, the hosts file."""
+        hosts = "127.0.0.1 localhost\n::1 localhost\n" + "".join(f"{a} {n}\n" for n, a in [CTL, *NODES])
+        (self.root / "hosts").write_text(hosts)
+        for host, _ in [CTL, *NODES]:
+            ns = self.ns(host)
+            ip("netns", "add", ns)
+            self.netns.append(ns)
+            ip("-n", ns, "link", "set", "lo", "up")
+        ctl = self.ns(CTL[0])
+        ip("-n", ctl, "link", "add", "br0", "type", "bridge")
+        ip("-n", ctl, "addr", "add", f"{CTL[1]}/24", "dev", "br0")
+        ip("-n", ctl, "link", "set", "br0", "up")
+        for host, addr in NODES:
+            node, port = self.ns(host), f"v-{host}"
+            ip("-n", ctl, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", node)
+            ip("-n", ctl, "link", "set", port, "master", "br0", "up")
+            ip("-n", node, "addr", "add", f"{addr}/24", "dev", "eth0")
+            ip("-n", node, "link", "set", "eth0", "up")
+
+    def command(self, cmd: list[str]) -> list[str]:
+        """CMD as run in the controller's namespaces (its host name: codist-ctl)."""
+        return self.in_ns(CTL[0], cmd)
 
     def _daemon(self, name: str, cmd: list[str]) -> None:
         out = subprocess.run(cmd, env=self.env(), capture_output=True, text=True)
@@ -159,27 +217,39 @@ class Cluster:
                              f"{(out.stderr or out.stdout).strip()[-300:]}; logs: {self.root}/log")
 
     def stop(self) -> None:
-        for name in ("slurmd", "slurmctld", "munged"):
-            pidfile = self.pidfiles[name]
+        for name in [*(f"slurmd {n}" for n, _ in NODES), "slurmctld", "munged"]:
             try:
-                pid = int(pidfile.read_text().split()[0])
+                pid = int(self.pidfiles[name].read_text().split()[0])
             except (OSError, ValueError, IndexError):
                 continue
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                continue
-            deadline = time.time() + 10
-            while time.time() < deadline and Path(f"/proc/{pid}").exists():
-                time.sleep(0.1)
-            if Path(f"/proc/{pid}").exists():
-                os.kill(pid, signal.SIGKILL)
+            terminate(pid)
+        for ns in self.netns:   # what is left there was started by the daemons (a job's processes)
+            out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
+            for pid in out.stdout.split():
+                terminate(int(pid), grace=2)
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True)
         if self.linked and DEFAULT_CONF.is_symlink() and os.readlink(DEFAULT_CONF) == str(self.conf):
             DEFAULT_CONF.unlink()
         if os.environ.get("CODIST_KEEP_SLURM_DIR"):
             say(f"kept {self.root}")
         else:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+def terminate(pid: int, grace: float = 10) -> None:
+    """SIGTERM, then SIGKILL after `grace` seconds."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.time() + grace
+    while time.time() < deadline and Path(f"/proc/{pid}").exists():
+        time.sleep(0.1)
+    if Path(f"/proc/{pid}").exists():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def main(argv: list[str]) -> int:
@@ -197,7 +267,7 @@ def main(argv: list[str]) -> int:
         except StartError as e:
             say(f"cannot start the cluster: {e}")
             return 2
-        child = subprocess.Popen(argv[2:], env=cluster.env())
+        child = subprocess.Popen(cluster.command(argv[2:]), env=cluster.env())
         try:
             return child.wait()
         except KeyboardInterrupt:
