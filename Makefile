@@ -44,12 +44,14 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q -m "not slow"
 
-# The cluster path on a live scheduler: a throw-away single-node SLURM cluster (slurm-wlm and munge
-# from apt if missing; config, state and logs in a temp dir; daemons stopped by pid at the end),
-# then the tests marked slurm (tests/test_slurm.py). Needs root (apt, the daemons).
+# The cluster path on a live scheduler: a throw-away two-node SLURM cluster (tests/slurm/cluster.py:
+# slurm-wlm and munge from apt if missing; each slurmd in network and UTS namespaces of its own on a
+# bridge; config, state and logs in a temp dir; daemons stopped by pid, namespaces deleted at the
+# end), then the tests marked slurm (one node: tests/test_slurm.py; across both nodes:
+# tests/test_slurm_two_nodes.py). Needs root (apt, the daemons, the namespaces).
 test-slurm: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python tests/slurm/cluster.py run -- \
-		$(BIN)/python -m pytest -q -m slurm tests/test_slurm.py
+		$(BIN)/python -m pytest -q -m slurm tests/test_slurm.py tests/test_slurm_two_nodes.py
 
 # Your replication: its results go to $(RESULTS) (default results-local/, git-ignored), never over
 # the committed reference results/; a fresh clone has no results-local/, so every run of the default
