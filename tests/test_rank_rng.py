@@ -26,6 +26,18 @@ def test_a_groups_ranks_draw_their_own_streams_and_rank_0_keeps_its_own():
     assert torch.equal(stream_of(1, 2), draws[2])                           # a pure function of (seed, model, rank)
 
 
+def test_models_of_one_shared_initialisation_draw_their_own_streams():
+    """MA-DNN, EC-DNN, DiLoCo: every model starts from one seed, so every group left set-up alike."""
+    def shared(model: int, dp_rank: int) -> torch.Tensor:
+        torch.manual_seed(3 * 1009)
+        seed_rank_streams(3, model, dp_rank, shared_init=True)
+        return torch.rand(8)
+    torch.manual_seed(3 * 1009)
+    before = torch.rand(8)
+    assert torch.equal(shared(0, 0), before)
+    assert not torch.equal(shared(1, 0), before) and not torch.equal(shared(1, 0), shared(0, 1))
+
+
 def test_a_groups_ranks_augment_the_same_images_differently():
     images = TensorDataset(torch.arange(8 * 3 * 8 * 8, dtype=torch.float32).reshape(8, 3, 8, 8), torch.zeros(8))
     crops = []

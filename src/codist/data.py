@@ -90,13 +90,15 @@ def to_device(obj, device: torch.device):
     return obj
 
 
-def seed_rank_streams(seed: int, model: int, dp_rank: int) -> None:
+def seed_rank_streams(seed: int, model: int, dp_rank: int, shared_init: bool = False) -> None:
     """Make the global RNG from here on this rank's own: random augmentation in the main process,
     dropout, and the loader workers' seeds (DataLoader draws them from it). The ranks of a model's
     group leave set-up with one state (they built the same model from its seed), so they would crop,
     flip and drop out alike: rank j > 0 is reseeded from (seed, model, j); rank 0 keeps its stream,
-    the one every rank had before, so groups of one rank train as they did."""
-    if dp_rank:
+    the one every rank had before, so groups of one rank train as they did. With one shared
+    initialisation (`shared_init`: MA-DNN, EC-DNN, DiLoCo) every group left with the same state, so
+    rank 0 of model i > 0 is reseeded too."""
+    if dp_rank or (shared_init and model):
         torch.manual_seed(int(np.random.SeedSequence([seed, model, dp_rank]).generate_state(1)[0]))
 
 

@@ -203,7 +203,7 @@ def set_up(args) -> Run:
     algo.setup()
     stream = algo.train_stream()
     evaluate = Evaluator(ctx, algo)
-    seed_rank_streams(cfg.seed, topo.model_index, topo.dp_rank)   # a group's ranks augment alike otherwise
+    seed_rank_streams(cfg.seed, topo.model_index, topo.dp_rank, algo.shared_init)   # ranks would augment alike
     log = MetricsLog(out / "metrics.jsonl", config_mod.to_dict(cfg))   # the config names its TensorBoard run
     return Run(cfg, out, topo, meter, workload, algo, stream, evaluate, log, heartbeat,
                stop, threads, device, launched=float(os.environ.get("CODIST_LAUNCH_UNIX", t_process)))
