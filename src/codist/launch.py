@@ -21,10 +21,12 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 from .config import ConfigError, RunConfig, check_path_text, dump, load
-from .cluster import (FORKING_LAUNCHERS, in_allocation, job_resources, nodes_needed,  # noqa: F401
+from .cluster import (in_allocation, job_resources, nodes_needed,  # noqa: F401
                       ranks_by_srun, srun_command)   # (nodes_needed: re-exported)
 from .cuda_fit import check as check_cuda_fit
 from .inputs import check_inputs
@@ -50,7 +52,7 @@ def resolve_device(cfg: RunConfig) -> str:
 def check_launcher(cfg: RunConfig, device: str, hosts: list[str]) -> None:
     """`fork` and `warm` start every rank on this machine by forking one CPU process."""
     name = cfg.launch.launcher
-    if name not in FORKING_LAUNCHERS:
+    if not NAMED[name].forks:
         return
     if device == "cuda":
         raise ConfigError(f"launch.launcher={name!r} with device cuda: a forked child cannot use CUDA "
@@ -103,41 +105,153 @@ def free_port() -> int:
 cluster_resources = job_resources
 
 
-def build_command(cfg: RunConfig, config_path: Path, out: Path, port: int,
-                  env: dict[str, str] | None = None) -> list[str]:
-    """The launcher command. Inside a SLURM job's batch script (not inside a job step) a run whose
-    ranks are srun tasks (codist.cluster.ranks_by_srun: multi-rank GPU runs, and CPU runs of
-    deepspeed or torchrun) starts them with one srun, one task per rank; otherwise the launcher
-    starts them on this machine."""
-    env = os.environ if env is None else env
-    world = str(cfg.parallel.world_size)
-    entry = ["codist.train", "--config", str(config_path), "--out", str(out)]
-    if in_allocation(env) and cfg.parallel.world_size > 1:
-        device = resolve_device(cfg)
-        if ranks_by_srun(cfg, device):
-            return srun_command(cfg, device, entry, port, env["SLURM_JOB_ID"])
+@dataclass(frozen=True)
+class LaunchPlan:
+    """One run's launch, what every process tree needs: the config, where its resolved copy and the
+    run's files are, the device, the rendezvous port and the ranks' environment (SLURM's variables
+    are read from it too); `supervised`: `codist run` runs in a warm server's supervisor."""
+    cfg: RunConfig
+    config_path: Path
+    out: Path
+    device: str
+    port: int
+    env: dict[str, str]
+    supervised: Supervised | None = None
+
+    @property
+    def world(self) -> int:
+        return self.cfg.parallel.world_size
+
+    @property
+    def train_args(self) -> list[str]:
+        return ["--config", str(self.config_path), "--out", str(self.out)]
+
+
+class Launcher:
+    """One process tree. `command`: its argv; `start`: the running tree (a Popen, or an object with
+    its pid, wait, send_signal, returncode), leading its own process group (the hang watchdog's
+    killpg); `stop`: ask every rank to checkpoint and exit; `exit_code`: a shell's code for the
+    tree's return code. Which one a run gets: `pick`, the one place a launcher's name is read."""
+    forks = False   # the ranks are forked from one CPU process on this machine (codist.fork_launcher)
+
+    def command(self, plan: LaunchPlan) -> list[str]:
+        raise NotImplementedError
+
+    def start(self, plan: LaunchPlan):
+        return subprocess.Popen(self.command(plan), env=plan.env, start_new_session=True)
+
+    def stop(self, proc, plan: LaunchPlan) -> None:
+        """SIGTERM to the tree's root, which passes it on (torchrun, the fork launcher, srun's relay)."""
+        proc.send_signal(signal.SIGTERM)
+
+    def exit_code(self, rc: int) -> int:
+        """128 + N for a tree killed by signal N (Popen gives -N)."""
+        return from_returncode(rc)
+
+
+class DeepSpeedLauncher(Launcher):
+    def command(self, plan):
+        return [sys.executable, "-m", "deepspeed.launcher.runner", "--num_gpus", str(plan.world),
+                "--master_port", str(plan.port), "--module", "codist.train", *plan.train_args]
+
+    def stop(self, proc, plan):
+        """The DeepSpeed launcher does not pass SIGTERM on (it exits at once, leaving the ranks to run
+        on), so its ranks get it directly."""
+        ranks = rank_pids(proc.pid)
+        for pid in ranks:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        if not ranks:
+            proc.send_signal(signal.SIGTERM)
+
+    def exit_code(self, rc):
+        """The DeepSpeed launcher exits with a rank's -N as 256 - N."""
+        return 128 + 256 - rc if 256 - 64 <= rc < 256 else super().exit_code(rc)
+
+
+class TorchrunLauncher(Launcher):
+    def command(self, plan):
+        return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(plan.world),
+                "--master_port", str(plan.port), "-m", "codist.train", *plan.train_args]
+
+
+class LoneRank(Launcher):
+    """A one-rank run on one node (deepspeed, torchrun): `codist.train` itself, with the env://
+    rendezvous torchrun would set (one interpreter fewer)."""
+
+    def command(self, plan):
+        return [sys.executable, "-m", "codist.train", *plan.train_args, "--local_rank=0"]
+
+    def start(self, plan):
+        env = {**plan.env, "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1",
+               "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(plan.port)}
+        return subprocess.Popen(self.command(plan), env=env, start_new_session=True)
+
+
+class SrunLauncher(Launcher):
+    """Inside a SLURM job's batch script: one srun, one task per rank (codist.cluster)."""
+
+    def command(self, plan):
+        return srun_command(plan.cfg, plan.device, ["codist.train", *plan.train_args], plan.port,
+                            plan.env["SLURM_JOB_ID"])
+
+
+class ForkLauncher(Launcher):
+    forks = True
+
+    def fork_args(self, plan) -> list[str]:
+        return ["--nprocs", str(plan.world), "--master_port", str(plan.port), "--", *plan.train_args]
+
+    def command(self, plan):
+        return [sys.executable, "-m", "codist.fork_launcher", *self.fork_args(plan)]
+
+
+class WarmLauncher(ForkLauncher):
+    """The fork launcher's work done by a warm server (codist.warm_client), or by this process when
+    it is a warm server's supervisor; a server that cannot be used: the fork launcher, said once."""
+
+    def start(self, plan):
+        if plan.supervised is not None:   # `codist run` in the warm server's supervisor: the ranks forked from here
+            return ForkedRun(self.fork_args(plan), plan.env, owner=plan.supervised.conn)
+        from .warm_client import WarmRun, WarmUnavailable
+        try:
+            return WarmRun({"argv": self.fork_args(plan), "env": plan.env}, plan.env)
+        except WarmUnavailable as e:   # untrusted, stopped or silent: the fork launcher's work, here
+            print(f"codist: {plan.out.name}: warm server not used: {e}; starting the ranks here (launcher fork)",
+                  file=sys.stderr)
+            return super().start(plan)
+
+
+NAMED = {"deepspeed": DeepSpeedLauncher(), "torchrun": TorchrunLauncher(), "fork": ForkLauncher(),
+         "warm": WarmLauncher()}
+
+
+def pick(cfg: RunConfig, device: str, env: Mapping[str, str]) -> Launcher:
+    """The process tree of a run. Inside a SLURM job's batch script (not inside a job step) a run
+    whose ranks are srun tasks (codist.cluster.ranks_by_srun: multi-rank GPU runs, and CPU runs of
+    deepspeed or torchrun) starts them with one srun; otherwise the named launcher starts them on
+    this machine, a one-rank run of deepspeed or torchrun being the rank alone."""
+    if in_allocation(env) and cfg.parallel.world_size > 1 and ranks_by_srun(cfg, device):
+        return SrunLauncher()
     hosts = hostnames(env.get("SLURM_JOB_NODELIST", ""))
     check_launcher(cfg, "cpu", hosts)   # fork/warm across nodes: name the launcher first
     if len(hosts) > 1:
         raise ConfigError(f"{len(hosts)} SLURM nodes (SLURM_JOB_NODELIST) but not in a job's batch script: "
                           f"multi-node runs start their ranks with srun from the job's batch script "
                           f"(snakemake --profile env/profiles/slurm, or sbatch codist run ...)")
-    if cfg.launch.launcher in FORKING_LAUNCHERS:   # one process, the ranks forked from it (CPU only)
-        return [sys.executable, "-m", "codist.fork_launcher", "--nprocs", world,
-                "--master_port", str(port), "--", *entry[1:]]
-    if cfg.parallel.world_size == 1:   # the one rank itself: single_rank_env sets what a launcher would
-        return [sys.executable, "-m", *entry, "--local_rank=0"]
-    if cfg.launch.launcher == "deepspeed":
-        return [sys.executable, "-m", "deepspeed.launcher.runner", "--num_gpus", world,
-                "--master_port", str(port), "--module", *entry]
-    return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", world,
-            "--master_port", str(port), "-m", *entry]
+    launcher = NAMED[cfg.launch.launcher]
+    return LoneRank() if cfg.parallel.world_size == 1 and not launcher.forks else launcher
 
 
-def single_rank_env(port: int) -> dict[str, str]:
-    """The env:// rendezvous of a one-rank world, as torchrun sets it on one node."""
-    return {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1", "GROUP_RANK": "0",
-            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+def build_command(cfg: RunConfig, config_path: Path, out: Path, port: int,
+                  env: dict[str, str] | None = None) -> list[str]:
+    """The command of the process tree `pick` gives (the environment: this process's by default)."""
+    env = dict(os.environ if env is None else env)
+    device = resolve_device(cfg) if in_allocation(env) and cfg.parallel.world_size > 1 else "cpu"
+    plan = LaunchPlan(cfg, config_path, out, device, port, env)
+    return pick(cfg, device, env).command(plan)
 
 
 def launch_env(cfg: RunConfig, device: str, threads: int, launched_unix: float | None = None,
@@ -262,7 +376,7 @@ def run(cfg: RunConfig, out: str | os.PathLike, launched_unix: float | None = No
     device = resolve_device(cfg)
     check_fits(cfg, device)
     check_inputs(cfg)
-    if supervised is not None and (cfg.launch.launcher != "warm" or
+    if supervised is not None and (not isinstance(NAMED[cfg.launch.launcher], WarmLauncher) or
                                    server_key(rank_env(os.environ, threads_per_rank(cfg), device)) != supervised.key):
         return RETRY_COLD   # not for this server's imports: the client's codist run launches itself
     out = Path(out).resolve()
@@ -295,57 +409,34 @@ def rank_pids(pgid: int) -> list[int]:
     return pids
 
 
-def stop_ranks(cfg: RunConfig, proc) -> None:
-    """Ask every rank to checkpoint and exit. The DeepSpeed launcher does not pass SIGTERM on
-    to the ranks (it exits at once, leaving them to run on), so its ranks get it directly;
-    torchrun, the fork launcher, the warm supervisor and a lone rank pass it on themselves."""
-    ranks = rank_pids(proc.pid) if cfg.launch.launcher == "deepspeed" and cfg.parallel.world_size > 1 else []
-    for pid in ranks:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    if not ranks:
-        proc.send_signal(signal.SIGTERM)
-
-
 def exit_code(cfg: RunConfig, rc: int) -> int:
-    """A shell's exit code for the launcher's: 128 + N for a launcher killed by signal N (Popen
-    gives -N); the DeepSpeed launcher exits with a rank's -N as 256 - N."""
-    if cfg.launch.launcher == "deepspeed" and 256 - 64 <= rc < 256:
-        return 128 + 256 - rc
-    return from_returncode(rc)
+    """A shell's exit code for the named launcher's return code: 128 + N for a launcher killed by
+    signal N (Popen gives -N); the DeepSpeed launcher exits with a rank's -N as 256 - N."""
+    return NAMED[cfg.launch.launcher].exit_code(rc)
 
 
 def _launch(cfg: RunConfig, out: Path, device: str, launched_unix: float | None, supervised: Supervised | None) -> int:
     config_path = out / "config.yaml"
     dump(cfg, config_path)
-    port = cfg.launch.master_port or free_port()
-    threads = threads_per_rank(cfg)
-    cmd = build_command(cfg, config_path, out, port)
-    env = launch_env(cfg, device, threads, launched_unix, supervised.client_pid if supervised else None)
+    env = launch_env(cfg, device, threads_per_rank(cfg), launched_unix, supervised.client_pid if supervised else None)
     env[RANK_LOG_DIR] = str(out / "logs")   # each rank's output in RUN/logs/rank<N>.log (rank 0's here too)
-    if cmd[1:3] == ["-m", "codist.train"]:
-        env.update(single_rank_env(port))
-    if supervised is not None:   # `codist run` in the warm server's supervisor: the ranks forked from here
-        proc = ForkedRun(cmd[3:], env, owner=supervised.conn)
-    elif cfg.launch.launcher == "warm":   # the warm server forks the fork launcher's work for us
-        from .warm_client import WarmRun, WarmUnavailable
-        try:
-            proc = WarmRun({"argv": cmd[3:], "env": env}, env)
-        except WarmUnavailable as e:   # untrusted, stopped or silent: the fork launcher's work, here
-            print(f"codist: {out.name}: warm server not used: {e}; starting the ranks here (launcher fork)",
-                  file=sys.stderr)
-            proc = subprocess.Popen(cmd, env=env, start_new_session=True)
-        except (RuntimeError, OSError) as e:
-            print(f"codist: {out.name}: cannot start the run on a warm server: {e}", file=sys.stderr)
-            return EXIT_FAILED
-    else:
-        proc = subprocess.Popen(cmd, env=env, start_new_session=True)   # its own group: killpg on a hang
+    plan = LaunchPlan(cfg, config_path, out, device, cfg.launch.master_port or free_port(), env, supervised)
+    launcher = pick(cfg, device, env)
+    try:
+        proc = launcher.start(plan)
+    except (RuntimeError, OSError) as e:
+        print(f"codist: {out.name}: cannot start the run: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    return supervise(launcher, proc, plan)
 
-    with forwarding_stop_signals(lambda signum, frame: stop_ranks(cfg, proc)):
+
+def supervise(launcher: Launcher, proc, plan: LaunchPlan) -> int:
+    """Wait for a started tree, every path alike: stop signals passed on (`launcher.stop`), the hang
+    watchdog, the end mapped to one exit code and said in one line (per-rank logs: RUN/logs/)."""
+    cfg, out = plan.cfg, plan.out
+    with forwarding_stop_signals(lambda signum, frame: launcher.stop(proc, plan)):
         hang = _watch(proc, out, cfg.launch.hang_timeout_s, cfg.parallel.world_size)
-    rc = exit_code(cfg, proc.returncode)
+    rc = launcher.exit_code(proc.returncode)
     reports = rank_reports(out)
     states = {r.get("state") for r in reports.values()} if len(reports) == cfg.parallel.world_size else set()
     if rc != 0 and states == {"preempted"}:
