@@ -66,10 +66,12 @@ def ensure_installed() -> None:
 
 
 def mem_mb() -> int:
-    """Memory each node offers: a quarter of what is available (the two nodes share it)."""
+    """Memory each node offers: half of this machine's (the two nodes share it). From MemTotal,
+    not MemAvailable: what other processes hold at start-up must not shrink the nodes below a
+    job's request (--mem: 2000 MB per rank); no plugin enforces it (TaskPlugin=task/none)."""
     for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemAvailable:"):
-            return max(2000, int(line.split()[1]) // 1024 // 4)
+        if line.startswith("MemTotal:"):
+            return max(4000, int(line.split()[1]) // 1024 // 2)
     return 4000
 
 
