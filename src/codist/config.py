@@ -159,8 +159,12 @@ class RunConfig(_Section):
         if least is not None and p.models < least:
             raise ValueError(f"parallel.models={p.models} with algorithm.name={name}: {name} needs at least "
                              f"{least} models; allowed: parallel.models >= {least}")
+        # A period the user chose that exceeds the run never fires. Judged on the value, not on
+        # model_fields_set: the ranks reload the resolved config, where every field is set, so a
+        # default period (codistill's 50 against a 6-step test run) must pass there as it did here.
         period = algorithm_registry.spec(name).period
-        if period in self.algorithm.model_fields_set and getattr(self.algorithm, period) > self.train.steps:
+        chosen = period and getattr(self.algorithm, period) != type(self.algorithm).model_fields[period].default
+        if chosen and getattr(self.algorithm, period) > self.train.steps:
             raise ValueError(f"algorithm.{period}={getattr(self.algorithm, period)} with train.steps="
                              f"{self.train.steps}: the models would never exchange; allowed: at most train.steps")
         bad = [m for m in self.schedule.milestones if m <= 0 or m > self.train.steps]
