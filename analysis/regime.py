@@ -107,11 +107,17 @@ def _train_size(cfg: dict) -> float:
 
 
 def _period(cfg: dict) -> int:
+    """The exchange period, from the config field the algorithm's registration names (its `period`)."""
+    from codist.algorithms.registry import period_field
     a = cfg["algorithm"]
-    period = a.get("tau") or a.get("exchange_every")
-    if not period:
-        raise RegimeError(f"algorithm {a['name']!r} has no exchange period (tau, exchange_every)")
-    return int(period)
+    try:
+        field = period_field(a["name"])
+    except KeyError as e:
+        raise RegimeError(e.args[0]) from None
+    if field is None or not a.get(field):
+        raise RegimeError(f"algorithm {a['name']!r} has no exchange period (its registration names "
+                          f"{'no period field' if field is None else f'{field!r}, not in this config'})")
+    return int(a[field])
 
 
 def _batch_per_model(cfg: dict) -> int:

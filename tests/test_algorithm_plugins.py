@@ -33,7 +33,9 @@ def test_every_builtin_algorithm_registers_its_capabilities():
     cfg = config.validate({"parallel": {"world_size": 2, "models": 2}, "algorithm": {"name": "codistill",
                                                                                        "exchange_every": 7}})
     assert registry.exchange_period(cfg.algorithm) == 7 and registry.upstream_run(cfg.algorithm) is None
-    for name, x in s.items():   # torch-free: a strategy is named, imported on first use
+    for name, x in s.items():   # torch-free: a strategy is named, imported on first use (built-ins; a test's
+        if not x.config.__module__.startswith("codist."):   # plugin may have registered its class itself)
+            continue
         assert isinstance(x.strategy, str) and x.strategy_class().__name__ == x.strategy.split(":")[1], name
 
 

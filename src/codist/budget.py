@@ -150,16 +150,11 @@ def units_per_sample(cfg, table: Throughput) -> float:
 
 
 def extra_forwards(cfg) -> float:
-    """Mean extra forward passes per step: teachers run on each rank's batch (see the module docstring)."""
-    a, steps = cfg.algorithm, cfg.train.steps
-    if a.name == "codistill" and a.exchange == "checkpoint":
-        teachers = cfg.parallel.models - 1 if a.topology == "all" else 1
-        return teachers * max(0, steps - a.burn_in) / steps
-    if a.name == "ensemble_compress" and a.compress:   # G = the K members, from the first round on
-        return cfg.parallel.models * max(0, steps - a.tau) / steps
-    if a.name == "distill":
-        return float(len(a.teacher_models))
-    return 0.0
+    """Mean extra forward passes per step: teachers or members run on each rank's batch (see the
+    module docstring), as the algorithm's registration says (`extra_forwards`; none declared: 0)."""
+    from .algorithms.registry import spec
+    count = spec(cfg.algorithm.name).extra_forwards
+    return 0.0 if count is None else float(count(cfg))
 
 
 def run_hours(cfg, table: Throughput, gpu: str, precision: str) -> tuple[float, Rate] | None:

@@ -37,5 +37,14 @@ class CodistillConfig(DistillTerm):
         return self
 
 
+def extra_forwards(cfg) -> float:
+    """Checkpoint exchange: each rank runs its teachers on its batch once burn-in has passed."""
+    a, steps = cfg.algorithm, cfg.train.steps
+    if a.exchange != "checkpoint":
+        return 0.0
+    teachers = cfg.parallel.models - 1 if a.topology == "all" else 1
+    return teachers * max(0, steps - a.burn_in) / steps
+
+
 register("codistill", CodistillConfig, "codist.algorithms.codistill:Codistill", min_models=2,
-         period="exchange_every")
+         period="exchange_every", extra_forwards=extra_forwards)

@@ -20,5 +20,11 @@ class EnsembleCompressConfig(DistillTerm):
     data: Literal["disjoint", "shuffled"] = "disjoint"
 
 
+def extra_forwards(cfg) -> float:
+    """Compression: the K members (G) run on each batch from the first round on."""
+    a, steps = cfg.algorithm, cfg.train.steps
+    return cfg.parallel.models * max(0, steps - a.tau) / steps if a.compress else 0.0
+
+
 register("ensemble_compress", EnsembleCompressConfig, "codist.algorithms.ensemble_compress:EnsembleCompress",
-         min_models=2, period="tau", extra_models=("G",))
+         min_models=2, period="tau", extra_models=("G",), extra_forwards=extra_forwards)

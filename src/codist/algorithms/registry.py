@@ -1,7 +1,7 @@
 """The algorithm registry: one `register(...)` per algorithm names its config class, its strategy
-and its capabilities. The one exception left: codist.budget still names codistill and distill
-for their extra forwards (issue 25 item 3: the spec should carry them); config's default is
-`allreduce`.
+and its capabilities (the exchange period's field, the runs it reads, extra models, the extra
+forward passes the budget charges); nothing else in codist knows an algorithm by name but
+config's default, `allreduce`.
 
 Built-in algorithms register in the torch-free modules `codist/algorithms/*_config.py`, found
 by their file name, and name their strategy as "module:Class", imported on first use: so
@@ -16,7 +16,7 @@ import importlib
 import os
 import pkgutil
 from dataclasses import dataclass
-from typing import Annotated, Callable, Union
+from typing import Annotated, Any, Callable, Union
 
 from pydantic import Field
 
@@ -32,6 +32,9 @@ class AlgorithmSpec:
     reads_run: str | None = None   # config field holding the id of another run this run reads (trained first)
     period: str | None = None      # config field holding the updates between exchanges
     extra_models: tuple[str, ...] = ()   # evaluated besides the local models "0".."n-1" (ensembles, averages)
+    # mean extra forward passes per update of a validated run config (teachers, members: the budget's
+    # cost, codist.budget); None: none
+    extra_forwards: Callable[[Any], float] | None = None
 
     def strategy_class(self) -> type:
         if isinstance(self.strategy, str):
@@ -111,6 +114,16 @@ def exchange_period(algorithm: AlgorithmSection) -> int | None:
     """Updates between the algorithm's exchanges (codistill k, MA/EC/DiLoCo tau or H), if it has one."""
     field = spec(algorithm.name).period
     return None if field is None else getattr(algorithm, field)
+
+
+def period_field(name: str) -> str | None:
+    """The config field holding algorithm `name`'s exchange period (None: it has none), for readers of
+    a resolved config as plain data (the analysis): built-ins and CODIST_PLUGINS modules."""
+    if name not in specs():
+        load_plugins()
+    if name not in _SPECS:
+        raise KeyError(f"algorithm {name!r} is not registered (a plugin's module must be in CODIST_PLUGINS)")
+    return _SPECS[name].period
 
 
 def upstream_run(algorithm: AlgorithmSection) -> str | None:

@@ -20,4 +20,5 @@ class DistillConfig(DistillTerm):
     alpha: float = Field(1.0, ge=0, description="weight of the distillation term")
 
 
-register("distill", DistillConfig, "codist.algorithms.two_phase:TwoPhaseDistill", reads_run="teacher_run")
+register("distill", DistillConfig, "codist.algorithms.two_phase:TwoPhaseDistill", reads_run="teacher_run",
+         extra_forwards=lambda cfg: float(len(cfg.algorithm.teacher_models)))   # every teacher, every batch
