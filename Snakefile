@@ -29,11 +29,11 @@ rule all:
 
 
 rule figures:
-    """Every figure and claims table of `all` (and the frontier's figures and page where its tables
-    are there) redrawn from the tables, without a run: workflows/figures.py (make figures) allows
-    only the rules that draw from tables, so the per-run and paper tables are sources (table1's
-    churn needs the runs' predictions, which are not committed)."""
+    """Every figure, _paper table and claims table of `all` (and the frontier's figures and page where
+    its tables are there) redrawn from the tables, without a run: workflows/figures.py (make figures)
+    allows only the rules that draw from tables, so the per-run tables and _values.csv are sources
+    (table1's churn needs the runs' predictions, which are not committed)."""
     input:
-        [t for t in all_targets() if t.endswith((".png", "claims.csv", "claims.md"))],
+        [t for t in all_targets() if t.endswith((".png", "_paper.csv", "_paper.md", "claims.csv", "claims.md"))],
         frontier=[f"{FRONTIER_DIR}/{w}.png" for w in FRONTIER_WORKLOADS if Path(FRONTIER_DIR, f"{w}_points.csv").exists()]
         + [f"{FRONTIER_DIR}/frontier.md" for w in FRONTIER_WORKLOADS[:1] if Path(FRONTIER_DIR, f"{w}_points.csv").exists()],

@@ -1,5 +1,6 @@
 """`make figures` (workflows/figures.py) on a copy of the committed tables: every figure and claims
-table of the plan redrawn by the real Snakefile and plotting scripts, and no run planned or trained.
+table of the plan redrawn by the real Snakefile and plotting scripts, every _paper table redrawn
+from its committed _values.csv identical to the committed one, and no run planned or trained.
 And a full-scale-only figure asked at the embedded scale: one line naming the command that makes it."""
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ COMMITTED = ROOT / "results" / "embedded"
 @pytest.mark.slow   # 34 Snakemake jobs, each a Python process drawing one figure (~30 s of CPU)
 def test_figures_are_redrawn_from_the_committed_tables_without_a_run(tmp_path):
     out = tmp_path / "results" / "embedded"
-    shutil.copytree(COMMITTED, out, ignore=shutil.ignore_patterns("*.png", "claims.csv", "claims.md", "*.ipynb"))
+    shutil.copytree(COMMITTED, out, ignore=shutil.ignore_patterns("*.png", "claims.csv", "claims.md", "*.ipynb",
+                                                                  "*_paper.csv", "*_paper.md"))
     proc = subprocess.run(figures.command("results", 2, tmp_path), capture_output=True, text=True, timeout=600)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log
@@ -37,6 +39,13 @@ def test_figures_are_redrawn_from_the_committed_tables_without_a_run(tmp_path):
     for paper in {p for p, _ in plan.figures}:
         assert (out / paper / "claims.csv").exists() and (out / paper / "claims.md").exists()
     assert (out / "claims.md").exists()
+    # every table figure's _paper tables, redrawn from its committed _values.csv, as committed
+    tables = [(p, f) for p, f in plan.figures if plan.figure(p, f).kind == "table"]
+    assert tables and int(jobs["paper_table_redraw"]) == len(tables), jobs
+    for paper, fig in tables:
+        for ext in ("_paper.csv", "_paper.md"):
+            redrawn, committed = out / paper / f"{fig}{ext}", COMMITTED / paper / f"{fig}{ext}"
+            assert redrawn.read_bytes() == committed.read_bytes(), (paper, fig, ext)
     assert (out / "frontier" / "image.png").exists() and (out / "frontier" / "lm.png").exists()
 
 
@@ -47,4 +56,16 @@ def test_a_full_scale_only_figure_at_embedded_scale_names_its_command(tmp_path, 
     assert (f"results/embedded/{paper}/{fig}.png: {paper} {fig} is a full-scale figure only (no embedded runs); "
             f"it is made by `snakemake --profile env/profiles/slurm results/full/{paper}/{fig}.png --config scale=full`"
             in out), out
+    assert "MissingRule" not in out
+
+
+@pytest.mark.parametrize("target, message", [
+    ("anil2018/fig2c.png", "anil2018 has no figure 'fig2c'; did you mean fig2b or fig2a or fig4?"),
+    ("anil2018/tabel1_paper.csv", "anil2018 has no figure 'tabel1'; did you mean table1?"),
+    ("anil2019/fig2a.csv", "no paper 'anil2019'; did you mean anil2018?"),
+])
+def test_a_mistyped_figure_or_paper_names_the_closest_known_ones(tmp_path, target, message):
+    rc, out, counts = dry_run(tmp_path, f"results/embedded/{target}")
+    assert rc != 0 and not counts, out
+    assert f"results/embedded/{target}: {message}" in out, out
     assert "MissingRule" not in out

@@ -51,8 +51,9 @@ if CONFIG.rehearsal:   # the same plan, each run shrunk as workflows/rehearsal.p
     RESULTS = f"{RESULTS}/rehearsal"   # never into a real results tree
 
 # A requested figure that exists at another scale only: one line naming the command that makes it,
-# instead of Snakemake's bare MissingRuleException. The targets are not known while the Snakefile
-# is parsed, so the command line is read: only a path of such a figure matches.
+# instead of Snakemake's bare MissingRuleException; a mistyped figure or paper: one line with the
+# closest known names. The targets are not known while the Snakefile is parsed, so the command line
+# is read: only a path of such a figure matches.
 _UNPLANNED = list(filter(None, (unplanned_target(PLAN, RESULTS, a) for a in sys.argv[1:] if not a.startswith("-"))))
 if _UNPLANNED:
     raise WorkflowError("\n".join(_UNPLANNED))

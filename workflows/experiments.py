@@ -40,6 +40,7 @@ This module is plain Python (no Snakemake) so the parser can be tested on its ow
 from __future__ import annotations
 
 import copy
+import difflib
 import json
 import os
 import re
@@ -343,14 +344,21 @@ def load_plan(root: str | os.PathLike, scale: str, data_root: str | None = None)
     return plan
 
 
+#: the files of a paper's results folder that are not a figure's (claims.csv, claims.md)
+PAPER_FILES = ("claims",)
+
+
 def unplanned_target(plan: Plan, results: str, target: str) -> str | None:
-    """What to say about a requested file of a figure that exists, but not at the plan's scale
-    (Snakemake would only say it has no rule for it); None for any other file."""
+    """What to say about a requested file of a figure that exists, but not at the plan's scale, or of
+    a figure or paper that does not exist (the closest known names, by difflib), where Snakemake
+    would only say it has no rule for it; None for any other file."""
     m = re.fullmatch(rf"{re.escape(results.rstrip('/'))}/{re.escape(plan.scale)}/([^/]+)/([^/]+?)"
                      r"(_curves\.csv|_paper\.csv|_paper\.md|_values\.csv|_runs\.json|\.png|\.csv|\.md)",
                      os.path.normpath(target))
-    if not m or (m[1], m[2]) in plan.figures or (m[1], m[2]) not in plan.scales_of:
+    if not m or (m[1], m[2]) in plan.figures or m[2] in PAPER_FILES:
         return None
+    if (m[1], m[2]) not in plan.scales_of:
+        return _unknown_figure(plan, target, m[1], m[2])
     scales = plan.scales_of[(m[1], m[2])]
     name = f"{m[2]}{m[3]}"
     if "full" in scales:
@@ -358,6 +366,19 @@ def unplanned_target(plan: Plan, results: str, target: str) -> str | None:
                 f"`snakemake --profile env/profiles/slurm {results}/full/{m[1]}/{name} --config scale=full"
                 + (f" results={results}`" if results != "results" else "`"))
     return f"{target}: {m[1]} {m[2]} has no {plan.scale} runs (declared scales: {', '.join(scales)})"
+
+
+def _unknown_figure(plan: Plan, target: str, paper: str, figure: str) -> str | None:
+    """'did you mean' for a figure (or paper) no experiments file declares; None for a folder that is
+    not a paper's and names no paper closely (e.g. results/<scale>/frontier/)."""
+    papers = sorted({p for p, _ in plan.scales_of})
+    if paper not in papers:
+        close = difflib.get_close_matches(paper, papers, n=3, cutoff=0.75)
+        return f"{target}: no paper {paper!r}; did you mean {' or '.join(close)}?" if close else None
+    known = sorted(f for p, f in plan.scales_of if p == paper)
+    close = difflib.get_close_matches(figure, known, n=3, cutoff=0.5)
+    return (f"{target}: {paper} has no figure {figure!r}; "
+            + (f"did you mean {' or '.join(close)}?" if close else f"its figures: {', '.join(known)}"))
 
 
 def manifest_text(plan: Plan, paper: str, figure: str, results: str) -> str:

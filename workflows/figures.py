@@ -1,13 +1,14 @@
-"""Redraw every figure and claims table from the tables under <results>/<scale>/, without training:
+"""Redraw every figure, _paper and claims table from the tables under <results>/<scale>/, without training:
 
     python workflows/figures.py [--results results] [--cores N] [--directory DIR]     (make figures)
 
 Runs Snakemake's `figures` target (Snakefile: every figure and claims table of `all`, and the
 frontier's figures) allowing, and forcing, only the rules that draw from tables (REDRAW_RULES), so
-the per-run tables (<figure>.csv, _curves.csv, .md) and the paper tables (_values.csv, _paper.*)
-are sources and no run is planned. The scripts are the workflow's own (analysis/plot_*.py,
-claims.py, frontier_plot.py). --directory: Snakemake's working directory (the results root is
-relative to it), e.g. a copy of the repository's results elsewhere.
+the per-run tables (<figure>.csv, _curves.csv, .md) and the table figures' _values.csv are sources
+and no run is planned; the _paper tables are redrawn from _values.csv (rule paper_table_redraw).
+The scripts are the workflow's own (analysis/plot_*.py, paper_table.py, claims.py, frontier_plot.py).
+--directory: Snakemake's working directory (the results root is relative to it), e.g. a copy of the
+repository's results elsewhere.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the rules that read tables, never runs
-REDRAW_RULES = ("figures", "figure_runs", "plot", "claims", "claims_all", "claims_summary", "frontier_runs", "frontier_plot",
+REDRAW_RULES = ("figures", "figure_runs", "paper_table_redraw", "plot", "claims", "claims_all", "claims_summary", "frontier_runs", "frontier_plot",
                 "frontier")
 
 
