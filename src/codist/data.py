@@ -8,6 +8,8 @@ epoch are dropped (every update has the same size).
 """
 from __future__ import annotations
 
+import signal
+
 import numpy as np
 import torch
 from torch.utils.data import Dataset, Subset, TensorDataset
@@ -115,6 +117,15 @@ class _Steps(torch.utils.data.Sampler):
             step += 1
 
 
+def _worker_ignores_stop_signals(worker_id: int) -> None:
+    """DataLoader workers leave stopping to their rank: SLURM signals every process of a step, and a
+    worker killed by SIGTERM (torch's worker handler ends it) or SIGUSR1 would fail the rank's next
+    batch before it checkpoints. The rank stops them when it closes its loader (a worker stuck in I/O
+    no longer yields to the loader's SIGTERM there: the launcher's or SLURM's SIGKILL ends it)."""
+    for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT):
+        signal.signal(sig, signal.SIG_IGN)
+
+
 class PrefetchStream:
     """A BatchStream served by DataLoader worker processes (decoding and augmenting real
     images off the training thread). batch(step) is still the same samples for the same step;
@@ -129,6 +140,7 @@ class PrefetchStream:
             loader = torch.utils.data.DataLoader(self.stream.dataset, batch_sampler=_Steps(self.stream, step),
                                                  num_workers=self.workers, persistent_workers=False,
                                                  prefetch_factor=2 if self.workers else None,
+                                                 worker_init_fn=_worker_ignores_stop_signals,
                                                  pin_memory=pin_memory())   # with a GPU: async copies
             self._iter = iter(loader)
         self._next = step + 1
