@@ -21,6 +21,7 @@ import shutil
 from pathlib import Path
 
 from .config import ConfigError
+from .runlog import lock_error
 
 LOCK = ".codist.lock"
 # what a run writes into its directory (beside these: the workflow's log lives elsewhere)
@@ -49,6 +50,11 @@ class RunDir:
             self.lock.close()
             raise ConfigError(f"--out {out}: in use by another codist run (pid {holder}); wait for it to end "
                               f"or use another --out") from None
+        except OSError as e:   # Lustre or NFS without lock support: ENOSYS, EOPNOTSUPP, ENOLCK
+            self.lock.close()
+            raise ConfigError(f"--out {out}: cannot lock {out / LOCK} ({lock_error(e)}); this file system has "
+                              f"no working file locks: put the run directory on one that has (Lustre mounted "
+                              f"with -o flock, NFS with lockd)") from None
         self.lock.seek(0)
         self.lock.truncate()
         self.lock.write(f"{holder or os.getpid()}\n")

@@ -13,11 +13,13 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import platform
 import re
 import subprocess
+import sys
 import tempfile
 from importlib import metadata
 from pathlib import Path
@@ -62,16 +64,31 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
 @contextlib.contextmanager
 def file_lock(path: str | os.PathLike):
     """An exclusive lock on a lock file: processes (ranks) that build the same cached file wait
-    for the first one instead of all building it."""
+    for the first one instead of all building it. Yields whether it holds the lock: where the file
+    system refuses flock (Lustre or NFS without lock support: ENOSYS, EOPNOTSUPP, ENOLCK) it warns
+    in one line and yields False, since the caches only save work (each writes a temporary file
+    and renames it into place), so ranks may then build the same file at once."""
     import fcntl
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
         try:
-            yield
+            fcntl.flock(f, fcntl.LOCK_EX)
+        except OSError as e:
+            print(f"codist: warning: cannot lock {path} ({lock_error(e)}); building the cache without the "
+                  f"lock (ranks may build it at once): put the cache on a file system with working locks",
+                  file=sys.stderr)
+            yield False
+            return
+        try:
+            yield True
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def lock_error(e: OSError) -> str:
+    """'ENOSYS: Function not implemented' for an OSError from flock."""
+    return f"{errno.errorcode.get(e.errno, e.errno)}: {e.strerror or e}"
 
 
 def atomic_torch_save(obj, path: str | os.PathLike) -> None:

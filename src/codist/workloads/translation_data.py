@@ -342,10 +342,10 @@ def ensure_embedded(cfg) -> Path:
     final = root / key
     if (final / "corpus.json").is_file():
         return final
-    with file_lock(root / f"{key}.lock"):
+    with file_lock(root / f"{key}.lock") as locked:
         if (final / "corpus.json").is_file():   # another rank built it while we waited
             return final
-        for stale in root.glob(f".{key}.tmp*"):  # left by a killed build (we hold the lock)
+        for stale in root.glob(f".{key}.tmp*") if locked else ():  # left by a killed build (we hold the lock)
             shutil.rmtree(stale, ignore_errors=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{key}.tmp", dir=root))
         try:
@@ -361,7 +361,12 @@ def ensure_embedded(cfg) -> Path:
                      "preprocess_s": round(prep_s, 4)}
             (tmp / "corpus.json").write_text(json.dumps(facts, indent=1, sort_keys=True))
             os.chmod(tmp, 0o755)   # mkdtemp makes it private; the cache is shared like any other
-            os.rename(tmp, final)
+            try:
+                os.rename(tmp, final)
+            except OSError:   # without a lock another rank may have renamed its copy first
+                if locked or not (final / "corpus.json").is_file():
+                    raise
+                shutil.rmtree(tmp, ignore_errors=True)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
