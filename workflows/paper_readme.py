@@ -110,7 +110,8 @@ def figures_list(specs: list[Paper]) -> str:
         f"{sum(len(f) for _, f in embedded)} whose claims it can test or account for: "
         + "; ".join(f"{s.paper} {ids(s, 'embedded')}" for s, _ in embedded) + ".",
         f"The others are full-scale only ({full_only}): their claims read \"not tested at this scale\" with the",
-        "reason, and asking for one at the embedded scale says so and names the command that makes it.",
+        "reason, and asking for one at the embedded scale says so and names the command that makes it (a mistyped",
+        "figure or paper: the closest known names).",
         END])
 
 

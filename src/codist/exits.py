@@ -13,7 +13,7 @@ EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2   # a config, key, --set value or command line that cannot run (a rank: the world is not the config's)
 EXIT_PREEMPTED = 3   # checkpointed on SIGTERM/SIGINT/SIGUSR1: not done, rerun to resume
-EXIT_DIVERGED = 4    # the training loss became NaN or inf: stopped, no summary.json and no models written
+EXIT_DIVERGED = 4    # a training loss or an evaluation became NaN or inf: stopped, no summary.json, no models
 RETRY_COLD = 75      # a warm supervisor: this server's imports do not fit the validated config; the client runs it
 
 # What `codist run` returns (`codist --help` and README "Exit codes" are this table; tests/test_cli_help.py)
@@ -23,7 +23,8 @@ EXIT_CODES = (
           "a launcher's other nonzero codes pass through unchanged)"),
     ("2", "bad input: a config, key or --set value, or a command line, that cannot run (nothing started)"),
     ("3", "preempted: SIGTERM/SIGINT/SIGUSR1 reached the ranks, a checkpoint is written; rerun to resume"),
-    ("4", "diverged: the training loss became NaN or inf; no summary.json and no models written"),
+    ("4", "diverged: a training loss, or a number of an evaluation, became NaN or inf; no summary.json and no "
+          "models written"),
     ("128+N", "the launcher was killed by signal N (e.g. 137: SIGKILL, often out of memory)"),
 )
 
