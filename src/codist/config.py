@@ -58,7 +58,7 @@ class LaunchConfig(_Section):
         "one process imports torch/deepspeed once and forks the ranks (codist.fork_launcher); warm: "
         "fork from a warm server that keeps those imports between runs (codist.warm_server)")
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    threads_per_rank: StrictInt | None = Field(None, ge=1, description="default: cores // world_size")
+    threads_per_rank: StrictInt | None = Field(None, ge=1, description="default: usable cores // world_size; an srun task: its SLURM_CPUS_PER_TASK")
     master_port: StrictInt | None = Field(None, ge=1024, le=65535, description="default: a free port")
     oversubscribe: bool = Field(False, description="allow more CPU ranks than cores (slow; wall times inflate)")
     gpus_per_node: StrictInt = Field(8, ge=1, description="GPUs per node on a cluster (multi-node: world_size / this)")

@@ -35,7 +35,7 @@ from .exits import (EXIT_BAD_INPUT, EXIT_DIVERGED, EXIT_FAILED, EXIT_PREEMPTED, 
                     from_returncode)
 from .fork_launcher import ForkedRun
 from .warm_server import Supervised, server_key
-from .rank_env import expand_nodelist, hostnames, no_gpu_possible, rank_env  # noqa: F401
+from .rank_env import expand_nodelist, hostnames, no_gpu_possible, rank_env, usable_cores  # noqa: F401
 from .rundir import RunDir
 from .runlog import RANK_LOG_DIR
 
@@ -92,7 +92,7 @@ def check_fits(cfg: RunConfig, device: str, cores: int | None = None) -> None:
 def threads_per_rank(cfg: RunConfig, cores: int | None = None) -> int:
     if cfg.launch.threads_per_rank:
         return cfg.launch.threads_per_rank
-    return max(1, (cores or os.cpu_count() or 1) // cfg.parallel.world_size)
+    return max(1, (cores or usable_cores()) // cfg.parallel.world_size)   # the job's CPUs, not the machine's
 
 
 def free_port() -> int:

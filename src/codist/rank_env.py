@@ -46,6 +46,31 @@ def gpu_index(environ: Mapping[str, str] = os.environ) -> int:
     return local
 
 
+def usable_cores() -> int:
+    """The CPUs this process may run on (a SLURM job's or a cgroup's share, not the whole machine)."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:   # not Linux
+        return os.cpu_count() or 1
+
+
+def rank_threads(environ: Mapping[str, str], configured: int | None, cores: int | None = None) -> int:
+    """Threads of this rank: launch.threads_per_rank where set. Otherwise, an srun task uses its own
+    node's allocation, not the value the launching host computed from its cores and the world size:
+    SLURM_CPUS_PER_TASK, else the usable cores (`cores`) shared by the node's tasks. A rank of a
+    local launcher takes what the launcher set (CODIST_THREADS_PER_RANK / OMP_NUM_THREADS)."""
+    if configured:
+        return configured
+    if environ.get("SLURM_STEP_ID") and "SLURM_PROCID" in environ:
+        per_task = environ.get("SLURM_CPUS_PER_TASK", "")
+        if per_task.isdigit() and int(per_task) > 0:
+            return int(per_task)
+        per_node = (environ.get("SLURM_STEP_TASKS_PER_NODE") or environ.get("SLURM_TASKS_PER_NODE") or "1")
+        per_node = per_node.split("(")[0].split(",")[0]
+        return max(1, (cores or usable_cores()) // max(1, int(per_node) if per_node.isdigit() else 1))
+    return int(environ.get("CODIST_THREADS_PER_RANK") or environ.get("OMP_NUM_THREADS") or 1)
+
+
 def rank_env(base: Mapping[str, str], threads: int, device: str) -> dict[str, str]:
     env = dict(base)
     env["OMP_NUM_THREADS"] = env["CODIST_THREADS_PER_RANK"] = str(threads)

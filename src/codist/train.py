@@ -36,6 +36,7 @@ from .exits import EXIT_BAD_INPUT as EXIT_CONFIG, EXIT_DIVERGED, EXIT_PREEMPTED 
 from .heartbeat import Heartbeat
 from .owner import owner_gone
 from .progress import Progress
+from .rank_env import rank_threads
 from .runlog import (MetricsLog, atomic_torch_save, atomic_write_bytes, atomic_write_json, git_state, hardware,
                      package_versions, tee_rank_output)
 from .workloads import build_workload
@@ -187,7 +188,8 @@ def set_up(args) -> Run:
     t_process = time.time()
     out = Path(args.out)
     cfg = config_mod.load(args.config)
-    threads = int(os.environ.get("CODIST_THREADS_PER_RANK") or os.environ.get("OMP_NUM_THREADS") or 1)
+    threads = rank_threads(os.environ, cfg.launch.threads_per_rank)   # an srun task: its node's allocation
+    os.environ["OMP_NUM_THREADS"] = os.environ["CODIST_THREADS_PER_RANK"] = str(threads)   # its workers' too
     torch.set_num_threads(threads)
     device, backend = pick_device(cfg.launch.device)
     configure_backends(device, cfg.train.tf32)   # cuDNN autotuning and TF32 on a GPU
