@@ -98,3 +98,34 @@ def test_a_shrink_not_allowed_fails_the_plan(full, key, value, says):
 def test_the_workflow_accepts_rehearsal_and_its_config_key():
     assert check_workflow_config({"scale": "full", "rehearsal": True}).rehearsal is True
     assert check_workflow_config({}).rehearsal is False
+
+
+def test_ledger_sizes_count_a_tied_tensor_once_and_leave_buffers_out(tmp_path):
+    import torch
+    from rehearsal import model_size
+    emb = torch.zeros(10, 4)
+    torch.save({"decoder.embed_tokens.weight": emb, "decoder.output_projection.weight": emb,
+                "fc.weight": torch.zeros(3, 4), "bn.running_mean": torch.zeros(3), "bn.num_batches_tracked":
+                torch.tensor(0), "decoder.version": torch.ones(1)}, tmp_path / "model_0.pt")
+    assert model_size(tmp_path / "model_0.pt") == (40 + 12, 40 + 12 + 3 + 1)
+
+
+def test_closed_form_bytes_per_rank_per_update(full):
+    from rehearsal import closed_form
+    plan, rehearsal, _ = full
+    pick = {a: next(r for r, c in plan.configs.items() if c.algorithm.name == a)
+            for a in ("allreduce", "model_average", "codistill")}
+    ar = plan.configs[pick["allreduce"]]
+    p = ar.parallel.world_size
+    assert closed_form(ar, 1000, 1000, 10) == pytest.approx(2 * (p - 1) / p * 4000)
+    ma = rehearsal.configs[pick["model_average"]]   # K models of 1 rank: rounds after updates tau, 2 tau, ...
+    k, tau, steps = ma.parallel.models, ma.algorithm.tau, ma.train.steps
+    assert ma.parallel.world_size == k
+    assert closed_form(ma, 1000, 1100, steps) == pytest.approx(2 * (k - 1) / k * 4400 * (steps // tau) / steps)
+    cd = rehearsal.configs[pick["codistill"]]   # exchanges before update burn_in, burn_in + k, ...
+    n = cd.parallel.models
+    ex = len(range(cd.algorithm.burn_in, cd.train.steps, cd.algorithm.exchange_every))
+    assert scheduled_exchanges(cd, cd.train.steps) == ex >= 1
+    per = cd.parallel.world_size // n
+    assert closed_form(cd, 1000, 1000, cd.train.steps) == pytest.approx(
+        2 * (per - 1) / per * 4000 + (n - 1) * 4000 * ex / cd.train.steps)

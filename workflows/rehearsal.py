@@ -248,12 +248,26 @@ def _run_facts(run: Path, used: RunConfig) -> dict:
              "bytes_per_rank_per_update_measured": round(s["comm"]["training_sent_bytes_per_rank_per_update"])}
     model = run / "model_0.pt"
     if model.exists():
-        import torch
-        state = torch.load(model, map_location="cpu", weights_only=True, mmap=True)
-        floats = {k: t.numel() for k, t in state.items() if torch.is_tensor(t) and t.is_floating_point()}
-        facts["parameters"] = sum(n for k, n in floats.items() if "running_" not in k)   # BatchNorm's are buffers
-        facts["state"] = sum(floats.values())
+        facts["parameters"], facts["state"] = model_size(model)
     return facts
+
+
+BUFFERS = ("running_mean", "running_var", ".version")   # BatchNorm statistics, fairseq's version markers
+
+
+def model_size(path: Path) -> tuple[int, int]:
+    """(parameters, floats of the whole state) of a saved model, each tied tensor once (a
+    Transformer's output projection is its decoder embedding)."""
+    import torch
+    state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    seen, params, floats = set(), 0, 0
+    for key, t in state.items():
+        if not (torch.is_tensor(t) and t.is_floating_point()) or t.untyped_storage().data_ptr() in seen:
+            continue
+        seen.add(t.untyped_storage().data_ptr())
+        floats += t.numel()
+        params += 0 if key.endswith(BUFFERS) else t.numel()
+    return params, floats
 
 
 def ledger(plan: Plan, rehearsal: Plan, shrinks: dict, results: Path) -> list[dict]:
@@ -261,7 +275,11 @@ def ledger(plan: Plan, rehearsal: Plan, shrinks: dict, results: Path) -> list[di
     for (paper, fig), f in plan.figures.items():
         for r in f.runs:
             figures.setdefault(r.run_id, []).append(f"{paper}/{fig}")
-    rows = []
+    rows, sizes = [], {}   # a workload section -> (parameters, state) of a run that saved its model 0
+    for rid, cfg in plan.configs.items():
+        model = results / "full" / "runs" / rid / "model_0.pt"
+        if model.exists() and (results / "full" / "runs" / rid / "summary.json").exists():
+            sizes.setdefault(cfg.workload.model_dump_json(), model_size(model))
     for rid, cfg in plan.configs.items():
         used = rehearsal.configs[rid]
         run, log = results / "full" / "runs" / rid, results / "full" / "logs" / "train" / f"{rid}.log"
@@ -279,6 +297,8 @@ def ledger(plan: Plan, rehearsal: Plan, shrinks: dict, results: Path) -> list[di
                 rec = next(csv.DictReader(bench.open(), delimiter="\t"))
                 row["peak_pss_mb_per_rank"] = round(float(rec["max_pss"]) / used.parallel.world_size)
                 row["job_s"] = round(float(rec["s"]))   # the whole job: start-up, updates, evaluation
+            if "parameters" not in row and cfg.workload.model_dump_json() in sizes:   # a run saving no model
+                row["parameters"], row["state"] = sizes[cfg.workload.model_dump_json()]
             if row.get("parameters"):
                 n, state = row["parameters"], row.pop("state")
                 row["bytes_per_rank_per_update_closed_form_used"] = round(closed_form(used, n, state, row["updates_done"]))
