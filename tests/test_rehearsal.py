@@ -107,7 +107,7 @@ def test_ledger_sizes_count_a_tied_tensor_once_and_leave_buffers_out(tmp_path):
     torch.save({"decoder.embed_tokens.weight": emb, "decoder.output_projection.weight": emb,
                 "fc.weight": torch.zeros(3, 4), "bn.running_mean": torch.zeros(3), "bn.num_batches_tracked":
                 torch.tensor(0), "decoder.version": torch.ones(1)}, tmp_path / "model_0.pt")
-    assert model_size(tmp_path / "model_0.pt") == (40 + 12, 40 + 12 + 3 + 1)
+    assert model_size(tmp_path / "model_0.pt") == (40 + 12, 40 + 12 + 3 + 1, 3)
 
 
 def test_closed_form_bytes_per_rank_per_update(full):
@@ -129,3 +129,6 @@ def test_closed_form_bytes_per_rank_per_update(full):
     per = cd.parallel.world_size // n
     assert closed_form(cd, 1000, 1000, cd.train.steps) == pytest.approx(
         2 * (per - 1) / per * 4000 + (n - 1) * 4000 * ex / cd.train.steps)
+    # a group of several ranks averages its BatchNorm statistics before each exchange
+    assert closed_form(cd, 1000, 1000, cd.train.steps, norm=10) - closed_form(cd, 1000, 1000, cd.train.steps) \
+        == pytest.approx(2 * (per - 1) / per * 40 * ex / cd.train.steps)

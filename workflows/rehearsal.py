@@ -193,19 +193,21 @@ def model_name(cfg: RunConfig) -> str:
     return str(w.get("arch") or w.get("model") or w["name"])
 
 
-def closed_form(cfg: RunConfig, params: int, state: int, steps: int) -> float:
+def closed_form(cfg: RunConfig, params: int, state: int, steps: int, norm: int = 0) -> float:
     """Training bytes each rank sends per update over `steps` updates, by codist.comm's accounting
     (ring all-reduce 2(p-1)/p of the payload; a broadcast's root sends it to each receiver; a ring
     all-gather (K-1) payloads), fp32: the in-group gradient all-reduce of the `params` parameters
     plus, per exchange the algorithm's rule makes, the `state` floats (parameters and buffers)
     between the groups (codistill (n-1) S, MA-DNN 2(K-1)/K S, EC-DNN (K-1) S, as
-    analysis/comm_identity.py). BatchNorm statistics synced inside a group are left out."""
+    analysis/comm_identity.py), and before each exchange the `norm` BatchNorm statistics averaged
+    inside a group of several ranks (Algorithm.sync_norm_statistics: a ring all-reduce)."""
     a, p = cfg.algorithm, cfg.parallel
     per = p.world_size // p.models
     out = 2 * (per - 1) / per * 4 * params if per > 1 else 0.0
     per_exchange = {"codistill": p.models - 1, "model_average": 2 * (p.models - 1) / p.models,
                     "ensemble_compress": p.models - 1}.get(a.name, 0)
-    return out + per_exchange * 4 * state * scheduled_exchanges(cfg, steps) / steps
+    sync = 2 * (per - 1) / per * 4 * norm if per_exchange and per > 1 else 0.0
+    return out + (per_exchange * 4 * state + sync) * scheduled_exchanges(cfg, steps) / steps
 
 
 ERROR_MARKS = ("Error", "error:", "Traceback", "failed", "Killed", "exit code", "exited with")
@@ -248,26 +250,27 @@ def _run_facts(run: Path, used: RunConfig) -> dict:
              "bytes_per_rank_per_update_measured": round(s["comm"]["training_sent_bytes_per_rank_per_update"])}
     model = run / "model_0.pt"
     if model.exists():
-        facts["parameters"], facts["state"] = model_size(model)
+        facts["parameters"], facts["state"], facts["norm"] = model_size(model)
     return facts
 
 
 BUFFERS = ("running_mean", "running_var", ".version")   # BatchNorm statistics, fairseq's version markers
 
 
-def model_size(path: Path) -> tuple[int, int]:
-    """(parameters, floats of the whole state) of a saved model, each tied tensor once (a
-    Transformer's output projection is its decoder embedding)."""
+def model_size(path: Path) -> tuple[int, int, int]:
+    """(parameters, floats of the whole state, BatchNorm running statistics) of a saved model,
+    each tied tensor once (a Transformer's output projection is its decoder embedding)."""
     import torch
     state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-    seen, params, floats = set(), 0, 0
+    seen, params, floats, norm = set(), 0, 0, 0
     for key, t in state.items():
         if not (torch.is_tensor(t) and t.is_floating_point()) or t.untyped_storage().data_ptr() in seen:
             continue
         seen.add(t.untyped_storage().data_ptr())
         floats += t.numel()
         params += 0 if key.endswith(BUFFERS) else t.numel()
-    return params, floats
+        norm += t.numel() if key.endswith(BUFFERS[:2]) else 0
+    return params, floats, norm
 
 
 def ledger(plan: Plan, rehearsal: Plan, shrinks: dict, results: Path) -> list[dict]:
@@ -298,11 +301,13 @@ def ledger(plan: Plan, rehearsal: Plan, shrinks: dict, results: Path) -> list[di
                 row["peak_pss_mb_per_rank"] = round(float(rec["max_pss"]) / used.parallel.world_size)
                 row["job_s"] = round(float(rec["s"]))   # the whole job: start-up, updates, evaluation
             if "parameters" not in row and cfg.workload.model_dump_json() in sizes:   # a run saving no model
-                row["parameters"], row["state"] = sizes[cfg.workload.model_dump_json()]
+                row["parameters"], row["state"], row["norm"] = sizes[cfg.workload.model_dump_json()]
             if row.get("parameters"):
-                n, state = row["parameters"], row.pop("state")
-                row["bytes_per_rank_per_update_closed_form_used"] = round(closed_form(used, n, state, row["updates_done"]))
-                row["bytes_per_rank_per_update_closed_form_planned"] = round(closed_form(cfg, n, state, cfg.train.steps))
+                n, state, norm = row["parameters"], row.pop("state"), row.pop("norm")
+                row["bytes_per_rank_per_update_closed_form_used"] = round(closed_form(used, n, state, row["updates_done"],
+                                                                                      norm))
+                row["bytes_per_rank_per_update_closed_form_planned"] = round(closed_form(cfg, n, state, cfg.train.steps,
+                                                                                         norm))
         elif log.exists():   # a log without an error line: the run was stopped, or still runs
             error = _first_error(log)
             row.update(status="failed" if error else "incomplete (no summary.json, no error line)",
