@@ -104,7 +104,7 @@ gpu-check: $(STAMP)
 # and algorithm on the CPU for a few updates (periods, ranks per group, per-rank batch and the launch
 # section shrunk, each shrink recorded), then the ledger results/rehearsal/full/runs.csv.
 # RUNS="id ..." runs only those (the ledger still lists every planned run). The whole plan: about
-# 12 h on 2 shared CPU cores (15 runs measured, 20 s to 12 min each; docs/full-scale.md).
+# 12 h on 2 shared CPU cores (18 runs measured, 15 s to 12 min each; docs/full-scale.md).
 REHEARSAL_DATA ?= results/rehearsal/data
 .PHONY: rehearse
 rehearse: $(STAMP)
