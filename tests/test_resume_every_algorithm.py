@@ -78,7 +78,9 @@ BUCKET_LAYOUT = pytest.mark.xfail(strict=True, reason="PowerSGD's memories meet 
 
 
 def test_every_registered_algorithm_has_a_case():
-    assert set(CASES) == set(specs())
+    # the built-in ones: other test modules of the same session register plugins (toy_algorithm)
+    built_in = {n for n, s in specs().items() if s.config.__module__.startswith("codist.algorithms.")}
+    assert set(CASES) == built_in
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=BUCKET_LAYOUT) if n == "powersgd" else n

@@ -46,13 +46,14 @@ def test_every_figure_and_table_in_the_report_has_its_caption(toy_results):
     out = snakemake(root, reps, "--report", "report.html")
     html = (root / "report.html").read_text()
     added = sorted(line.split()[1] for line in out.splitlines() if line.startswith("Adding "))
-    assert added == ["claims.csv", "claims.csv", "figA.png", "figT.png", "figT_paper.csv"], out
+    assert added == ["claims.csv", "claims.csv", "claims.png", "figA.png", "figT.png", "figT_paper.csv"], out
     captions = {  # one per report item: workflows/report/*.rst rendered with the job's wildcards and params
         "figA.png": "<strong>toy figA</strong>: t.\\nMirrors: Fig. 0 (curves)",
         "figT.png": "<strong>toy figT</strong>: t.\\nMirrors: Fig. 0 (table)",
         "figT_paper.csv": "<strong>toy figT, the paper's numbers beside ours</strong>",
         "toy/claims.csv": "<strong>toy: the paper's claims</strong> at the embedded scale",
         "claims.csv": "<strong>Every paper's claims</strong> at the embedded scale",
+        "claims.png": "<strong>Every claim at a glance</strong> at the embedded scale",
     }
     for item, caption in captions.items():
         assert caption in html, f"no caption for {item}: {caption!r}"

@@ -91,12 +91,13 @@ def paper_targets(paper):
 
 
 def all_targets():
-    """Every figure and table of every paper at SCALE, the claims tables, the notebooks and the
-    machines the runs ran on."""
+    """Every figure and table of every paper at SCALE, the claims tables and their summary figure,
+    the notebooks and the machines the runs ran on."""
     return ([t for p in PAPERS for t in paper_targets(p)]
             + [f"{RESULTS}/{SCALE}/{p}/{name}" for p in PAPERS for name in ("claims.csv", "claims.md")]
             + [f"{RESULTS}/{SCALE}/{p}/notebook.ipynb" for p in PAPERS if (ANALYSIS / "notebooks" / f"{p}.py").exists()]
-            + [f"{RESULTS}/{SCALE}/claims.csv", f"{RESULTS}/{SCALE}/claims.md", f"{RESULTS}/{SCALE}/machine.json"])
+            + [f"{RESULTS}/{SCALE}/claims.csv", f"{RESULTS}/{SCALE}/claims.md", f"{RESULTS}/{SCALE}/machine.json"]
+            + [f"{RESULTS}/{SCALE}/claims.png"])   # every claim at a glance (workflows/summary.smk)
 
 
 def plot_inputs(wc):
