@@ -101,8 +101,10 @@ JobAcctGatherType=jobacct_gather/none
 MpiDefault=none
 ReturnToService=2
 SwitchType=switch/none
-# fast turnaround for tests: SIGKILL 5 s after SIGTERM, finished jobs shown by squeue for 300 s (the plugin reads their state there)
-KillWait=5
+# SIGKILL 30 s after SIGTERM (SLURM's default KillWait: with 5 s, srun's own 7 s wait for a
+# cancelled step outlasted it and codist run was killed before it said "preempted"); finished
+# jobs shown by squeue for 300 s (the plugin reads their state there)
+KillWait=30
 MinJobAge=300
 InactiveLimit=0
 JobRequeue=1
