@@ -80,6 +80,20 @@ def launch_run(out_dir: Path, extra: dict, base: dict = TINY) -> Path:
     return out_dir
 
 
+def one_rank_env(run: Path, extra: dict) -> dict:
+    """Write TINY + extra to run/config.yaml and return the environment a launcher gives a lone
+    rank (env:// rendezvous on a free loopback port, one thread, no GPU, this checkout's src)."""
+    import socket
+    from codist import config
+    config.dump(config.validate(deep_update(TINY, extra), "test"), run / "config.yaml")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return {**os.environ, "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port), "CODIST_THREADS_PER_RANK": "1", "CUDA_VISIBLE_DEVICES": "",
+            "PYTHONPATH": str(ROOT / "src")}
+
+
 def read_summary(run: Path) -> dict:
     import json
     return json.loads((run / "summary.json").read_text())

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 import yaml
-from conftest import ROOT, TINY, deep_update
+from conftest import ROOT, TINY, deep_update, one_rank_env
 
 from codist import config
 from codist.config import ConfigError
@@ -159,18 +159,8 @@ def test_a_png_decompression_bomb_is_reported_with_its_path(tmp_path):
 def test_nan_in_the_validation_data_fails_the_run(tmp_path):
     """The probe ended with exit 0 and "val_loss": NaN in summary.json. One rank, as the launcher
     starts it, with the embedded task's validation images holding one NaN (training data clean)."""
-    import os
-    import socket
-
     from codist.train import EXIT_DIVERGED
-    cfg = config.validate(deep_update(TINY, {"train": {"steps": 4, "eval_every": 2}}), "test")
-    config.dump(cfg, tmp_path / "config.yaml")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(port), "CODIST_THREADS_PER_RANK": "1", "CUDA_VISIBLE_DEVICES": "",
-           "PYTHONPATH": str(ROOT / "src")}
+    env = one_rank_env(tmp_path, {"train": {"steps": 4, "eval_every": 2}})
     code = ("import sys, torch; from torch.utils.data import TensorDataset; from codist import train; "
             "from codist.workloads import cifar; clean = cifar.CifarWorkload.val_dataset\n"
             "def poisoned(self):\n"

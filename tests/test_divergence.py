@@ -4,29 +4,19 @@ model files, never a normal-looking finished run."""
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
 
 import pytest
 import yaml
 
-from codist import config
 from codist.train import EXIT_DIVERGED
-from conftest import ROOT, TINY, deep_update
+from conftest import TINY, deep_update, one_rank_env
 
 
 def _train_one_rank(run, extra: dict) -> subprocess.CompletedProcess:
     """codist.train as the launcher starts it, on one rank (env:// rendezvous on a free port)."""
-    cfg = config.validate(deep_update(TINY, extra), "test")
-    config.dump(cfg, run / "config.yaml")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(port), "CODIST_THREADS_PER_RANK": "1", "CUDA_VISIBLE_DEVICES": "",
-           "PYTHONPATH": str(ROOT / "src")}
+    env = one_rank_env(run, extra)
     return subprocess.run([sys.executable, "-m", "codist.train", "--config", str(run / "config.yaml"),
                            "--out", str(run)], env=env, capture_output=True, text=True, timeout=300)
 
