@@ -13,6 +13,7 @@ from typing import Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 KINDS = ("curves", "table", "bars")
+TIERS = ("default", "paper")   # paper: the paper-regime figures, run by `make replicate TIER=paper` only
 MEASURES = {"final": 0.0, "speedup": 1.0, "churn": 0.0, "comm_ratio": 1.0}   # -> neutral value
 BASES = ("step-matched", "device-matched", "round-matched")
 # what a regime check measures (analysis/regime.py computes each)
@@ -75,6 +76,7 @@ class Figure(Strict):
     title: str
     source: str = ""
     kind: Literal[KINDS]
+    tier: Literal[TIERS] = "default"
     notes: str = ""
     panels: Optional[list[str]] = None
     models: Optional[dict[str, str]] = None
