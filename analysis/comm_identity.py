@@ -7,7 +7,9 @@ bytes per rank per update at the paper's worker counts and periods:
   codistill, n models          (n-1) x S / k               between model groups
   MA-DNN, K models             2(K-1)/K x S / tau          ring all-reduce of the states
   EC-DNN, K models             (K-1) x S / tau             ring all-gather of the states
-A ratio (b's bytes / a's) is the same on every seed: no interval, no verdict rule beyond >= t.
+(each algorithm's form, its period and the bytes that measure it are its registration's: `comm`,
+`period`, codist.algorithms.registry). A ratio (b's bytes / a's) is the same on every seed: no
+interval, no verdict rule beyond >= t.
 
 A claim's `identity:` names the paper's setting, e.g.
   {a: {algorithm: codistill, models: 2, period: 2500}, b: {algorithm: allreduce, ranks: 16}}
@@ -15,38 +17,47 @@ A claim's `identity:` names the paper's setting, e.g.
 """
 from __future__ import annotations
 
-COLUMN = {"allreduce": "comm_sent_bytes_per_rank_per_update",
-          "codistill": "between_group_sent_bytes_per_rank_per_update",
-          "model_average": "comm_sent_bytes_per_rank_per_update",
-          "ensemble_compress": "comm_sent_bytes_per_rank_per_update"}
+from codist.algorithms.registry import lookup, period_of
 
 
 class IdentityError(ValueError):
     pass
 
 
+def column(alg: str) -> str:
+    """The summary's bytes per rank per update that measure `alg`'s traffic (its registration's)."""
+    return _form(alg).column
+
+
+def _form(alg: str):
+    try:
+        form = lookup(alg).comm
+    except KeyError as e:
+        raise IdentityError(f"identity: {e.args[0]}") from None
+    if form is None or form.factor is None:
+        raise IdentityError(f"identity: algorithm {alg!r} registers no closed form of its bytes (comm=CommForm(..., "
+                            f"factor=...)); algorithms with one: {', '.join(with_closed_form())}")
+    return form
+
+
+def with_closed_form() -> list[str]:
+    from codist.algorithms.registry import specs
+    return sorted(n for n, s in specs().items() if s.comm is not None and s.comm.factor is not None)
+
+
 def factor(alg: str, ranks: int = 1, models: int = 1) -> float:
-    """Bytes per exchange / (P or S) for one rank (the closed forms above)."""
-    if alg == "allreduce":
-        return 2 * (ranks - 1) / ranks
-    if alg == "codistill":
-        return models - 1
-    if alg == "model_average":
-        return 2 * (models - 1) / models
-    if alg == "ensemble_compress":
-        return models - 1
-    raise IdentityError(f"identity: algorithm {alg!r}; allowed: {sorted(COLUMN)}")
+    """Bytes per exchange / (P or S) for one rank (the closed forms above, as registered)."""
+    return _form(alg).factor(ranks, models)
 
 
 def unit_bytes(run_cfg: dict, bytes_per_update: float) -> float:
     """P (all-reduce) or S (the others) from one run's measured bytes per update."""
     a, p = run_cfg["algorithm"], run_cfg["parallel"]
     alg = a["name"]
-    period = 1 if alg == "allreduce" else int(a.get("tau") or a.get("exchange_every"))
     f = factor(alg, ranks=p["world_size"] // p.get("models", 1), models=p.get("models", 1))
     if f == 0:
         raise IdentityError(f"{alg} at world {p['world_size']} sends nothing: cannot infer its message size")
-    return bytes_per_update * period / f
+    return bytes_per_update * period_of(a) / f
 
 
 def at_paper(setting: dict, unit: float) -> float:
@@ -64,7 +75,7 @@ def ratio(identity: dict, table, configs: dict, a: str, b: str) -> tuple[float, 
         if setting["algorithm"] != cfg["algorithm"]["name"]:
             raise IdentityError(f"identity.{key}: algorithm {setting['algorithm']!r} but series {series!r} "
                                 f"runs {cfg['algorithm']['name']!r}")
-        measured = float(table.loc[table["series"] == series, COLUMN[setting["algorithm"]]].iloc[0])
+        measured = float(table.loc[table["series"] == series, column(setting["algorithm"])].iloc[0])
         unit = unit_bytes(cfg, measured)
         out[key] = (at_paper(setting, unit), unit)
     r = out["b"][0] / out["a"][0]

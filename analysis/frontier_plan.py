@@ -5,7 +5,8 @@ A workload names a regime, a figure of a paper's experiments file; its scale's b
 point that names one, a series of that figure) is the starting config, so the run length, data,
 model and optimizer are the paper's and a point equal to a paper's run has its run id. A point's
 dotted overrides (workflows/experiments.py semantics) come on top. Labels are derived from the
-resolved config (the `methods` table: name, period knob, result model), never written by hand.
+resolved config and the algorithm's registration (its label and knob, codist.algorithms.registry),
+never written by hand; the spec's `methods` table names only a method's result model.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflows"))
 from experiments import ExperimentsError, Plan, resolve, scale_base, set_dotted  # noqa: E402
 
+from codist.algorithms import registry as algorithm_registry  # noqa: E402
 from codist.config import RunConfig, to_dict  # noqa: E402
 
 
@@ -33,9 +35,6 @@ class _Strict(BaseModel):
 
 
 class Method(_Strict):
-    label: str
-    knob: str | None = None          # how the period is named in labels (k, H, tau, rank)
-    field: str | None = None         # the algorithm section's field holding it
     model: str = "0"                 # the model of a run that is the method's result
     model_at_round_end: str | None = None   # ... instead, when the run's last update ends a period
 
@@ -57,7 +56,7 @@ class Spec(_Strict):
     source: str
     scale: str
     bandwidths_gbps: list[float] = Field(min_length=1)
-    methods: dict[str, Method]
+    methods: dict[str, Method] = Field(default_factory=dict)   # a method not listed: its model "0"
     workloads: dict[str, Workload] = Field(min_length=1)
 
 
@@ -104,16 +103,16 @@ def ordered(overrides: dict) -> dict:
     return dict(sorted(overrides.items(), key=lambda kv: "." in str(kv[0])))
 
 
-def label_of(cfg: RunConfig, methods: dict[str, Method], where: str) -> tuple[str, str | None, int | None, str]:
-    """(label, knob, period, result model) of a resolved config."""
-    name = cfg.algorithm.name
-    if name not in methods:
-        raise FrontierError(f"{where}: algorithm {name!r} has no entry under methods: "
-                            f"(known: {', '.join(methods)})")
-    m = methods[name]
-    period = getattr(cfg.algorithm, m.field) if m.field else None
+def label_of(cfg: RunConfig, methods: dict[str, Method]) -> tuple[str, str | None, int | None, str]:
+    """(label, knob, period, result model) of a resolved config: the label, the knob's symbol and
+    field from the algorithm's registration (its `knob`, else its exchange period unnamed), the
+    result model from the spec's `methods` (default "0")."""
+    spec = algorithm_registry.spec(cfg.algorithm.name)
+    symbol, field = spec.knob or (None, spec.period)
+    period = getattr(cfg.algorithm, field) if field else None
+    m = methods.get(cfg.algorithm.name, Method())
     model = m.model_at_round_end if m.model_at_round_end and period and cfg.train.steps % period == 0 else m.model
-    return (f"{m.label} {m.knob}={period}" if m.knob else m.label), m.knob, period, model
+    return spec.label_for(cfg.algorithm), symbol, period, model
 
 
 def load_points(spec_path: str | Path, replications: str | Path, scale: str) -> tuple[Spec, list[Point]]:
@@ -144,7 +143,7 @@ def load_points(spec_path: str | Path, replications: str | Path, scale: str) -> 
                 if cfg.parallel.world_size != 2:
                     raise FrontierError(f"{where}: parallel.world_size={cfg.parallel.world_size}; the frontier's "
                                         f"layout is 2 ranks, one per group")
-                label, knob, period, model = label_of(cfg, spec.methods, where)
+                label, knob, period, model = label_of(cfg, spec.methods)
                 if labels.setdefault((label, seed), i) != i:
                     raise FrontierError(f"{where}: {label!r} is also points[{labels[(label, seed)]}]")
                 points.append(Point(wname, label, cfg.algorithm.name, knob, period, model, seed,

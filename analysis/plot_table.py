@@ -28,6 +28,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 import comm_identity  # noqa: E402
+from codist.algorithms.registry import lookup  # noqa: E402
 from figure_data import finish, label, paper_claims, t_band  # noqa: E402
 
 BYTES = {"comm_bytes_per_update": "comm_sent_bytes_per_rank_per_update",
@@ -78,15 +79,14 @@ def identities(manifest: dict, vals: pd.DataFrame) -> list[dict]:
         side = {}
         for key, series in (("a", c.a), ("b", c.b)):
             setting = c.identity[key]
-            measured = float(table.loc[table["series"] == series, comm_identity.COLUMN[setting["algorithm"]]].iloc[0])
+            measured = float(table.loc[table["series"] == series, comm_identity.column(setting["algorithm"])].iloc[0])
             side[key] = (series, setting, comm_identity.at_paper(setting, comm_identity.unit_bytes(configs[series], measured)))
         out.append({"id": c.id, "at_least": c.at_least, **side})
     return out
 
 
 def setting_text(setting: dict) -> str:
-    alg = {"allreduce": "all-reduce", "codistill": "codistill", "model_average": "MA-DNN",
-           "ensemble_compress": "EC-DNN"}.get(setting["algorithm"], setting["algorithm"])
+    alg = lookup(setting["algorithm"]).title()
     parts = [f"{setting['ranks']} ranks" if "ranks" in setting else "",
              f"{setting['models']} models" if "models" in setting else "",
              f"every {setting['period']:,} updates" if "period" in setting else "every update"]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from .registry import register
+from .registry import CommForm, register
 from .sections import AlgorithmSection
 
 
@@ -12,4 +12,6 @@ class AllReduceConfig(AlgorithmSection):
     name: Literal["allreduce"] = "allreduce"
 
 
-register("allreduce", AllReduceConfig, "codist.algorithms.allreduce:AllReduce")
+register("allreduce", AllReduceConfig, "codist.algorithms.allreduce:AllReduce", label="all-reduce",
+         # ring all-reduce of the gradients: 2(p-1)/p x the parameters per rank, every update
+         comm=CommForm("allreduce_flat", lambda ranks, models: 2 * (ranks - 1) / ranks))

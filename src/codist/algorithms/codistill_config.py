@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import Field, StrictInt, model_validator
 
-from .registry import register
+from .registry import CommForm, register
 from .sections import DistillTerm
 
 
@@ -47,4 +47,7 @@ def extra_forwards(cfg) -> float:
 
 
 register("codistill", CodistillConfig, "codist.algorithms.codistill:Codistill", min_models=2,
-         period="exchange_every", extra_forwards=extra_forwards)
+         period="exchange_every", extra_forwards=extra_forwards, knob=("k", "exchange_every"),
+         # every k updates each model's state to the n-1 others, between the model groups
+         comm=CommForm("codistill", lambda ranks, models: models - 1,
+                       column="between_group_sent_bytes_per_rank_per_update"))

@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import Field, StrictInt
 
-from .registry import register
+from .registry import CommForm, register
 from .sections import AlgorithmSection
 
 
@@ -30,6 +30,7 @@ class PostLocalSGDConfig(AlgorithmSection):
     data: Literal["disjoint", "shuffled"] = "disjoint"
 
 
-register("powersgd", PowerSGDConfig, "codist.algorithms.ddp_baselines:PowerSGD")
+register("powersgd", PowerSGDConfig, "codist.algorithms.ddp_baselines:PowerSGD", label="PowerSGD",
+         knob=("rank", "rank"), comm=CommForm("allreduce_flat"))   # all-reduce of its compressed factors
 register("post_local_sgd", PostLocalSGDConfig, "codist.algorithms.ddp_baselines:PostLocalSGD", min_models=2,
-         period="tau")
+         period="tau", label="post-local SGD", knob=("H", "tau"))

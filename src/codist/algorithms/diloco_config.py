@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import Field, StrictInt
 
-from .registry import register
+from .registry import CommForm, register
 from .sections import AlgorithmSection
 
 
@@ -26,4 +26,5 @@ class DilocoConfig(AlgorithmSection):
 
 
 register("diloco", DilocoConfig, "codist.algorithms.diloco:Diloco", min_models=2, period="tau",
-         extra_models=("G",))
+         extra_models=("G",), label="DiLoCo", knob=("H", "tau"),
+         comm=CommForm("model_average"))   # its pseudo-gradients all-reduced every H

@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import Field, StrictInt
 
-from .registry import register
+from .registry import CommForm, register
 from .sections import DistillTerm
 
 
@@ -27,4 +27,6 @@ def extra_forwards(cfg) -> float:
 
 
 register("ensemble_compress", EnsembleCompressConfig, "codist.algorithms.ensemble_compress:EnsembleCompress",
-         min_models=2, period="tau", extra_models=("G",), extra_forwards=extra_forwards)
+         min_models=2, period="tau", extra_models=("G",), extra_forwards=extra_forwards, label="EC-DNN",
+         # every tau updates a ring all-gather of the K states: (K-1) x the state per rank
+         knob=("tau", "tau"), comm=CommForm("ensemble_compress", lambda ranks, models: models - 1))

@@ -16,4 +16,5 @@ class LabelSmoothingConfig(AlgorithmSection):
     weight: float = Field(0.1, ge=0, le=1, description="weight of the prior in the target")
 
 
-register("label_smoothing", LabelSmoothingConfig, "codist.algorithms.label_smoothing:LabelSmoothing")
+register("label_smoothing", LabelSmoothingConfig, "codist.algorithms.label_smoothing:LabelSmoothing",
+         label="label smoothing")

@@ -5,7 +5,7 @@ from typing import Literal
 
 from pydantic import Field, StrictInt
 
-from .registry import register
+from .registry import CommForm, register
 from .sections import AlgorithmSection
 
 
@@ -19,4 +19,6 @@ class ModelAverageConfig(AlgorithmSection):
 
 
 register("model_average", ModelAverageConfig, "codist.algorithms.model_average:ModelAverage", min_models=2,
-         period="tau", extra_models=("G",))
+         period="tau", extra_models=("G",), label="MA-DNN", knob=("H", "tau"),
+         # every tau updates a ring all-reduce of the K states: 2(K-1)/K x the state per rank
+         comm=CommForm("model_average", lambda ranks, models: 2 * (models - 1) / models))
