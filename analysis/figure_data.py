@@ -112,9 +112,18 @@ def mean_curve(curves: pd.DataFrame, series: str, model: str, metric: str) -> pd
                          "seeds": g["seed"].nunique()}).reset_index()
 
 
+#: text written across every figure saved while set: the workflow sets it under `rehearsal=true`
+#: (workflows/common.smk), so a rehearsal's figure says on itself that it is not a result
+STAMP_ENV = "CODIST_FIGURE_STAMP"
+
+
 def save_png(fig, out: str | os.PathLike) -> None:
-    """Write the figure atomically (a killed job never leaves a half PNG)."""
+    """Write the figure atomically (a killed job never leaves a half PNG), with $CODIST_FIGURE_STAMP
+    across it when set."""
     import matplotlib.pyplot as plt
+    if os.environ.get(STAMP_ENV):
+        fig.text(0.5, 0.5, os.environ[STAMP_ENV], ha="center", va="center", rotation=25, fontsize=28,
+                 color="tab:red", alpha=0.45, zorder=100)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")

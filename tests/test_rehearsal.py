@@ -9,7 +9,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflows"))
 from experiments import load_plan  # noqa: E402
-from rehearsal import ALLOWED, RehearsalError, check, rehearse, scheduled_exchanges, shrink  # noqa: E402
+from rehearsal import ALLOWED, CI_SUBSET, RehearsalError, check, rehearse, scheduled_exchanges, shrink  # noqa: E402
 from workflow_config import check as check_workflow_config  # noqa: E402
 
 from codist.algorithms import registry  # noqa: E402
@@ -59,6 +59,17 @@ def test_every_planned_run_is_rehearsed_within_the_allowed_shrinks(full):
             assert scheduled_exchanges(used, used.train.steps) >= 1, rid
         if cfg.algorithm.name == "distill":   # the teacher is the planned run's, in the rehearsal plan
             assert cfg.algorithm.teacher_run in rehearsal.configs
+
+
+def test_the_ci_subset_covers_every_workload_and_algorithm_family_with_its_teachers(full):
+    """make test-slurm's rehearsal subset (tests/test_slurm_rehearsal.py): planned runs, at least
+    one of each workload and each algorithm family of the full plan, and the runs they read."""
+    plan, _, _ = full
+    assert set(CI_SUBSET) <= set(plan.configs)
+    chosen = [plan.configs[r] for r in CI_SUBSET]
+    assert {c.workload.name for c in chosen} == {c.workload.name for c in plan.configs.values()}
+    assert {c.algorithm.name for c in chosen} == {c.algorithm.name for c in plan.configs.values()}
+    assert all(set(plan.upstream(r)) <= set(CI_SUBSET) for r in CI_SUBSET)
 
 
 def test_shrinks_are_recorded_per_run(full):
@@ -132,3 +143,30 @@ def test_closed_form_bytes_per_rank_per_update(full):
     # a group of several ranks averages its BatchNorm statistics before each exchange
     assert closed_form(cd, 1000, 1000, cd.train.steps, norm=10) - closed_form(cd, 1000, 1000, cd.train.steps) \
         == pytest.approx(2 * (per - 1) / per * 40 * ex / cd.train.steps)
+
+
+def test_a_figure_saved_under_the_rehearsal_stamp_says_so_on_itself(tmp_path, monkeypatch):
+    """analysis/figure_data.save_png writes $CODIST_FIGURE_STAMP across the figure (the workflow sets
+    it under rehearsal=true): the text is on the canvas, and the PNG has its red pixels."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from PIL import Image
+    sys.path.insert(0, str(ROOT / "analysis"))
+    from figure_data import STAMP_ENV, save_png
+
+    def draw(path):
+        fig, ax = plt.subplots(figsize=(4, 3))
+        ax.plot([0, 1], [0, 1], color="black")
+        save_png(fig, path)
+        return fig, np.asarray(Image.open(path).convert("RGB")).astype(int)
+
+    monkeypatch.delenv(STAMP_ENV, raising=False)
+    plain, plain_px = draw(tmp_path / "plain.png")
+    monkeypatch.setenv(STAMP_ENV, "rehearsal: not a result")
+    stamped, stamped_px = draw(tmp_path / "stamped.png")
+    assert [t.get_text() for t in plain.texts] == []
+    assert [t.get_text() for t in stamped.texts] == ["rehearsal: not a result"]
+    reddish = lambda px: int(((px[..., 0] - px[..., 2]) > 60).sum())   # noqa: E731
+    assert reddish(plain_px) == 0 and reddish(stamped_px) > 500

@@ -51,6 +51,23 @@ RANKS = 2           # ranks per model group in a rehearsal (at most the planned)
 LAUNCH = {"device": "cpu", "launcher": "fork", "oversubscribe": True, "master_port": None,
           "collective_timeout_s": 3600, "hang_timeout_s": 3600}
 
+#: the rehearsal subset `make test-slurm` runs through the slurm profile on its two-node cluster
+#: (tests/test_slurm_rehearsal.py): one run of every workload and every algorithm family of the
+#: full plan, each the cheapest of the committed ledger's live runs for what it covers by the whole
+#: job's CPU seconds (Snakemake's benchmark cpu_time, load 30-70 here), and one whose measured bytes
+#: equal the closed form; 593 CPU s together
+CI_SUBSET = {
+    "7ee35bc47268": "cifar, model_average (Sun CIFAR-10 MA-DNN, K = 4): 16 CPU s",
+    "d76b5d814667": "cifar, ensemble_compress (Sun CIFAR-10 EC-DNN, K = 4): 24 CPU s",
+    "a7d99327b459": "ctr, codistill (Anil Table 1): 63 CPU s, the cheapest codistillation",
+    "5b6bcfe6ace7": "imagenet, allreduce (Sodhani Fig. 1, ResNet-50): 100 CPU s, ImageNet's cheapest",
+    "52c5396b46f7": "translation, allreduce (Sodhani Sec. 4, Transformer-big): 73 CPU s (its codistillation "
+                    "is dearer and sends fairseq's position tables beyond the closed form)",
+    "b2adfcdd4bb8": "lm, label_smoothing (Anil Fig. 2a): 50 CPU s, the family's only workload",
+    "5a92c3b8c46d": "lm, ensemble (Anil Sec. 3.4.1): 213 CPU s; the distillation's teacher, so it also "
+                    "covers the ensemble family (CTR's ensemble, 88 CPU s, would be a ninth run)",
+    "21bee1213fb4": "lm, distill (Anil Sec. 3.4.1, teacher 5a92c3b8c46d): 54 CPU s, the family's only workload",
+}
 PERIOD_KEYS = ("algorithm.burn_in", "algorithm.alpha_ramp_steps", "schedule.warmup_steps",
                "schedule.milestones", "schedule.weight_decay_changes", "train.eval_every",
                "train.checkpoint_every")
