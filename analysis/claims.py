@@ -7,7 +7,8 @@ panel), by one `measure`. The effect is oriented so that a positive value is wha
 claims (a better than b):
   final       per seed: metric(a) - metric(b) at the last evaluation, sign-flipped for metrics
               where lower is better (direction: codist.workloads.metrics); with `a2`/`b2`:
-              [a - b] - [a2 - b2] (the gain grows)
+              [a - b] - weight2 x [a2 - b2] (the gain grows; weight2 < 1: a margin that is a
+              fraction of another effect)
   speedup     per seed: (steps b needs + `b_offset`) / steps a needs to reach one fixed `target`
               level (default "b_best": the least of b's per-seed best values, which every b seed
               reaches), both interpolated between evaluations; `b_offset: "@<series>"` is that
@@ -101,7 +102,7 @@ def effects(c: Claim, manifest: dict, figures: Path):
         if c.a2:
             d2 = sign * (finals(curves, c.a2, series_model(manifest, c.a2), metric)
                          - finals(curves, c.b2, series_model(manifest, c.b2), metric))
-            d = d - d2
+            d = d - c.weight2 * d2
         d = d.dropna()
         return stats.t_interval(d), d, ""
     if c.measure == "speedup":
@@ -232,7 +233,7 @@ def evaluate(paper_file: Path, figures: Path, scale: str) -> pd.DataFrame:
                       {"verdict": f"not tested at this scale: figure {c.figure!r} has no {scale!r} runs"})
         except (KeyError, ValueError) as e:
             raise ClaimError(f"{where}: {e}") from None
-        comparison = f"{c.a} vs {c.b}" + (f" minus ({c.a2} vs {c.b2})" if c.a2 else "")
+        comparison = f"{c.a} vs {c.b}" + (f" minus {'' if c.weight2 == 1 else f'{c.weight2:g} x '}({c.a2} vs {c.b2})" if c.a2 else "")
         rows.append({"paper": spec.paper, "id": c.id, "claim": c.claim, "source": c.source, "basis": c.basis,
                      "comparison": comparison, "measure": c.measure,
                      "metric": c.metric or (manifest.get("panels") or [""])[0], "paper_value": c.paper,

@@ -9,11 +9,18 @@ Quantities (curves: mean over seeds; "oriented": positive = better in the metric
                    (a plateaued baseline gains far less than the claimed effect)
   gain_over        oriented improvement over the last `steps` updates (how far a teacher read
                    `steps` ago lags the student)
+  exchange_lag     the largest oriented improvement of the mean curve over one exchange period k,
+                   from each exchange time (burn_in + j k) to the next, over the whole run: how
+                   far the stalest teacher lags (worst right after burn-in, not in the last steps)
+  critical_ratio   sync SGD's steps to `target` at batch b (`b`) over those at 2b (`series`: two
+                   workers' batches folded into one rank's), mean over seeds: 2 = perfect scaling,
+                   1 = past the critical batch (doubling gains nothing)
   difference       oriented final(series) - final(b)
   speedup          mean over seeds of b's steps / series' steps to reach `target` (interpolated)
   train_val_gap    final val_loss - train_loss (task loss): > 0 when the model overfits
-  epochs           passes of one model over its own training data (0 on fresh, streamed data;
-                   real data sets: their true sizes, DATA_SETS, never the embedded generator's)
+  epochs           passes of one model over its own training data (the embedded LM's generator
+                   never repeats a document: 0; real data sets, Common Crawl's text included:
+                   their true sizes, DATA_SETS, never the embedded generator's)
   round_epochs     passes over a model's own data between two exchanges (tau or k)
   rounds           exchanges in the run
   period_fraction  exchange period / run length
@@ -75,15 +82,26 @@ DATA_SETS = {
     ("translation", "fairseq", "wmt16_en_de_bpe32k"): (4_500_966, 3_000),
     ("translation", "fairseq", "iwslt14_de_en"): (160_239, 7_283),
 }
+# LM text corpora in tokens (a run's examples are seq_len-token segments). Common Crawl: Anil et
+# al.'s data set "containing 6 x 10^11 tokens" (their abstract, as the published summary quotes
+# it); a smaller download repeats sooner (lm_data.TextStream warns when it does).
+LM_CORPUS_TOKENS = {"common_crawl_wet": 6e11}
 CRITEO_LINES = 45_840_617
 
 
 def data_sizes(workload: dict) -> tuple[float, float]:
     """(training examples, validation examples) of a run's data: the embedded generator's own
-    sizes, or the real data set's (DATA_SETS); the LM's text is never revisited (infinite)."""
+    sizes, or the real data set's (DATA_SETS, LM_CORPUS_TOKENS). The embedded LM's text is endless
+    (each document seeded by its stream, row and index: lm_data.EmbeddedStream); a corpus is not."""
     name, ds = workload["name"], workload.get("dataset", "embedded")
+    if name == "lm" and ds == "embedded":
+        return math.inf, math.nan
     if name == "lm":
-        return math.inf, math.nan   # fresh text (generator or Common Crawl), never repeated
+        tokens = LM_CORPUS_TOKENS.get(workload.get("data_dir"))
+        if tokens is None:
+            raise RegimeError(f"workload 'lm', data_dir {workload.get('data_dir')!r}: corpus size unknown "
+                              f"(analysis/regime.py LM_CORPUS_TOKENS has {sorted(LM_CORPUS_TOKENS)})")
+        return tokens / workload.get("seq_len", 32), math.nan
     if ds == "embedded":
         size = workload.get("train_size") or workload.get("pairs") or workload.get("train_examples")
         return size or math.nan, workload.get("val_size") or math.nan
@@ -174,6 +192,29 @@ def speedups(curves, a, am, b, bm, metric, target="b_best", b_offset=0) -> pd.Da
     return pd.DataFrame(out).set_index("seed")
 
 
+def exchange_lags(curve: pd.Series, cfg: dict, metric) -> np.ndarray:
+    """Oriented gain of `curve` (interpolated) from each exchange time e = burn_in + j k to e + k,
+    for every exchange whose teacher serves a full period within the run: what the other model
+    has learnt by the time its teacher (read at e) is replaced."""
+    k, steps = _period(cfg), cfg["train"]["steps"]
+    times = np.arange(int(cfg["algorithm"].get("burn_in") or 0), steps - k + 1, k, dtype=float)
+    if not len(times):
+        raise RegimeError(f"no full exchange period of {k} steps after burn-in in a run of {steps}")
+    x, y = curve.index.to_numpy(float), curve.to_numpy(float)
+    return _sign(metric) * (np.interp(times + k, x, y) - np.interp(times, x, y))
+
+
+def _doubled_batch(c2: dict, s2: str, c1: dict, s1: str) -> None:
+    """critical_ratio compares sync SGD with itself at twice the batch per model: refuse anything else."""
+    for cfg, s in ((c2, s2), (c1, s1)):
+        if cfg["algorithm"]["name"] != "allreduce" or cfg["parallel"].get("models", 1) != 1:
+            raise RegimeError(f"critical_ratio: series {s!r} is not sync SGD of one model "
+                              f"(algorithm {cfg['algorithm']['name']!r})")
+    if _batch_per_model(c2) != 2 * _batch_per_model(c1):
+        raise RegimeError(f"critical_ratio: series {s2!r} has {_batch_per_model(c2)} examples per update, "
+                          f"not twice series {s1!r}'s {_batch_per_model(c1)}")
+
+
 def measure(q, claim, figures_dir, tables) -> float:
     """The value of one quantity `q` (schema.Quantity) for `claim`; `tables(fig)` returns
     (manifest, curves) of a figure."""
@@ -196,6 +237,9 @@ def measure(q, claim, figures_dir, tables) -> float:
         c = _mean_curve(curves, series, model, metric)
         end = c.index.max()
         return _sign(metric) * (float(c.iloc[-1]) - _at(c, end - q.steps))
+    if q.quantity == "exchange_lag":
+        lags = exchange_lags(_mean_curve(curves, series, model, metric), _config(manifest, series), metric)
+        return float(lags.max())
     if q.quantity == "train_val_gap":
         rows = model_rows(curves, series, model).groupby("seed").tail(1)
         return float((rows["val_loss"] - rows["train_loss"]).mean())
@@ -203,7 +247,9 @@ def measure(q, claim, figures_dir, tables) -> float:
     bm = q.b_model or series_model(manifest, b)
     if q.quantity == "difference":
         return float((_sign(metric) * (finals(curves, series, model, metric) - finals(curves, b, bm, metric))).mean())
-    if q.quantity == "speedup":
+    if q.quantity in ("speedup", "critical_ratio"):
+        if q.quantity == "critical_ratio":
+            _doubled_batch(_config(manifest, series), series, _config(manifest, b), b)
         r = speedups(curves, series, model, b, bm, metric, q.target)
         return float(r["ratio"].fillna(r["censored_bound"]).mean())
     raise RegimeError(f"unknown quantity {q.quantity!r}")

@@ -18,7 +18,8 @@ MEASURES = {"final": 0.0, "speedup": 1.0, "churn": 0.0, "comm_ratio": 1.0}   # -
 BASES = ("step-matched", "device-matched", "round-matched")
 # what a regime check measures (analysis/regime.py computes each)
 QUANTITIES = ("value", "last_gain", "gain_over", "difference", "speedup", "train_val_gap",
-              "epochs", "round_epochs", "rounds", "period_fraction", "lr_wd_sum", "critical_ratio")
+              "epochs", "round_epochs", "rounds", "period_fraction", "lr_wd_sum", "critical_ratio",
+              "exchange_lag")
 ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 
 
@@ -153,6 +154,7 @@ class Claim(Strict):
     b_model: Optional[str] = None
     a2: Optional[str] = None
     b2: Optional[str] = None
+    weight2: float = 1.0                    # final with a2/b2: [a - b] - weight2 x [a2 - b2] (a margin as a fraction of an effect)
     b_offset: Union[int, str] = 0           # speedup: steps added to b's; "@<series>": that series' train.steps
     at_least: Optional[float] = None
     within: Optional[float] = None

@@ -40,9 +40,15 @@ CLAIM = Claim.model_validate({"id": "c", "claim": "x", "figure": "f", "basis": "
                               "a": "s", "b": "t"})
 
 
-def measure(**q):
+def measure_on(manifest, table, claim, **q):
+    """One quantity `q` of `claim` on a figure whose manifest and curves are given (shared with
+    test_regime_anil)."""
     check = RegimeCheck.model_validate({"check": "c", "source": "s", "min": 0, **q})
-    return regime.measure(check, CLAIM, None, lambda fig: (MANIFEST, curves()))
+    return regime.measure(check, claim, None, lambda fig: (manifest, table))
+
+
+def measure(**q):
+    return measure_on(MANIFEST, curves(), CLAIM, **q)
 
 
 def test_curve_quantities():
