@@ -59,17 +59,20 @@ test-slurm: $(STAMP)
 # with workflows/compare.py: every table and claim beside the reference's (bit-identical, within seed
 # noise, different), written to $(RESULTS)/embedded/comparison.md. TARGETS="sun2016/cifar10.csv ..."
 # (relative to $(RESULTS)/embedded/) makes only those. RESULTS=results regenerates the reference.
-RESULTS ?= results-local
+# TIER=paper adds the paper-tier figures (--config tier=paper). SEEDS=N adds N to every seed list
+# (--config seed_offset=N: fresh seeds, new run ids, into results-seeds+N; the claims say so).
+RESULTS ?= $(if $(SEEDS),results-seeds+$(SEEDS),results-local)
 replicate: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake $(addprefix $(RESULTS)/embedded/,$(TARGETS)) \
-		--profile env/profiles/local --cores $(CORES) $(if $(FRESH),--forceall) --config results=$(RESULTS)
+		--profile env/profiles/local --cores $(CORES) $(if $(FRESH),--forceall) --config results=$(RESULTS) \
+		$(if $(TIER),tier=$(TIER)) $(if $(SEEDS),seed_offset=$(SEEDS))
 	$(BIN)/python workflows/compare.py --results $(RESULTS) --reference results
 
 # Regenerates the replication in a temporary folder and compares every committed table with it:
 # fails unless every non-timing column is bit-identical (and says, per table, whether a difference
-# is within seed noise); TARGETS="sun2016/cifar10.csv ..." checks only those.
+# is within seed noise); TARGETS="sun2016/cifar10.csv ..." checks only those; TIER=paper for a paper-tier table.
 verify: $(STAMP)
-	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python workflows/verify.py --cores $(CORES) $(TARGETS)
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python workflows/verify.py --cores $(CORES) $(if $(TIER),--tier $(TIER)) $(TARGETS)
 
 # Every figure and claims table redrawn from the tables under $(FROM)/embedded/ (default the committed
 # results/), without training (workflows/figures.py: only the rules that draw from tables run).

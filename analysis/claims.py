@@ -65,9 +65,9 @@ from schema import MEASURES, Claim, parse
 MIN_SEEDS = stats.MIN_SEEDS
 COLUMNS = ["paper", "id", "claim", "source", "basis", "comparison", "measure", "metric", "n", "effect_mean",
            "effect_sd", "interval_low", "interval_high", "method", "rule", "regime", "reached", "verdict",
-           "paper_value", "per_seed", "regime_sources"]
+           "paper_value", "per_seed", "regime_sources", "tier", "seeds"]
 VERDICTS = ("holds", "does not hold", "inconclusive", "not in the paper's regime", "not tested at this scale",
-            "underpowered")
+            "not tested in this tier", "underpowered")
 
 
 class ClaimError(ValueError):
@@ -225,20 +225,36 @@ def evaluate(paper_file: Path, figures: Path, scale: str) -> pd.DataFrame:
         where = f"{paper_file}: claim {c.id!r}"
         runs = figures / f"{c.figure}_runs.json"
         declared = scale in spec.figures[c.figure].scales
-        if not runs.exists() and declared and not c.full_scale_only:
+        tier = spec.figures[c.figure].tier
+        # a paper-tier figure's tables exist only where `make replicate TIER=paper` (or the reference) made them
+        other_tier = tier == "paper" and not runs.exists() and declared and not c.full_scale_only
+        if not runs.exists() and declared and not c.full_scale_only and not other_tier:
             raise ClaimError(f"{where}: figure {c.figure!r} has no {runs} at scale {scale!r}")
         manifest = read_manifest(runs) if runs.exists() else {"runs": [], "panels": []}
         try:
-            fields = (judge(c, manifest, figures, scale, tables) if declared or c.full_scale_only else
-                      {"verdict": f"not tested at this scale: figure {c.figure!r} has no {scale!r} runs"})
+            if other_tier:
+                fields = {"verdict": f"not tested in this tier: figure {c.figure!r} is in the paper tier "
+                                     f"(make replicate TIER=paper)"}
+            elif declared or c.full_scale_only:
+                fields = judge(c, manifest, figures, scale, tables)
+            else:
+                fields = {"verdict": f"not tested at this scale: figure {c.figure!r} has no {scale!r} runs"}
         except (KeyError, ValueError) as e:
             raise ClaimError(f"{where}: {e}") from None
+        tested = not verdict_kind(fields["verdict"]).startswith("not tested")
         comparison = f"{c.a} vs {c.b}" + (f" minus {'' if c.weight2 == 1 else f'{c.weight2:g} x '}({c.a2} vs {c.b2})" if c.a2 else "")
         rows.append({"paper": spec.paper, "id": c.id, "claim": c.claim, "source": c.source, "basis": c.basis,
                      "comparison": comparison, "measure": c.measure,
                      "metric": c.metric or (manifest.get("panels") or [""])[0], "paper_value": c.paper,
-                     "regime_sources": regime_sources(c), **fields})
+                     "regime_sources": regime_sources(c), "tier": tier if tested else "",
+                     "seeds": seeds_text(manifest) if tested else "", **fields})
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def seeds_text(manifest: dict) -> str:
+    """Which seeds the claim's runs used: the declared ones, or shifted (make replicate SEEDS=N)."""
+    offset = manifest.get("seed_offset", 0)
+    return f"declared + {offset} (fresh seeds, not the committed runs)" if offset else "declared"
 
 
 def verdict_kind(v: str) -> str:
@@ -299,9 +315,15 @@ def regime_status(r) -> str:
 
 
 def verdict_text(r) -> str:
-    """The verdict's kind with the regime status; the reason stays in the details."""
+    """The verdict's kind with the regime status and the tier that tested it (when not the default);
+    the reason stays in the details."""
     kind, status = verdict_kind(r["verdict"]), regime_status(r)
-    return kind + (f" ({status})" if status else "")
+    notes = [status] if status else []
+    if r.get("tier") == "paper":
+        notes.append("paper tier")
+    if isinstance(r.get("seeds"), str) and r["seeds"].startswith("declared +"):
+        notes.append("fresh seeds")
+    return kind + (f" ({', '.join(notes)})" if notes else "")
 
 
 def _cell(text) -> str:
@@ -331,7 +353,7 @@ def details_section(df: pd.DataFrame) -> str:
         fields = [("claim", r["claim"]), ("source", r["source"]), ("paper", r["paper_value"]),
                   ("compares", f"{r['comparison']} ({r['measure']}" + (f" of {_cell(r['metric'])}" if _cell(r["metric"]) else "") + f", {r['basis']})"),
                   ("verdict", r["verdict"]), ("regime checks", r["regime"]), ("effect", ours_text(r)),
-                  ("seeds", r["n"]), ("method", r["method"]), ("rule", r["rule"]), ("reached", r["reached"]),
+                  ("seeds", r["n"]), ("seed lists", r.get("seeds")), ("tier", r.get("tier")), ("method", r["method"]), ("rule", r["rule"]), ("reached", r["reached"]),
                   ("per seed", r["per_seed"])]
         out += [f"- {k}: {_cell(v)}" for k, v in fields if _cell(v) not in ("", "0", "nan")]
         out.append("")

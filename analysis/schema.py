@@ -263,12 +263,15 @@ class SpecError(ValueError):
     """An experiments file that does not follow the schema; names the file and the key."""
 
 
-def check_references(spec: Paper, path, scale: str, series_models: dict, metrics: dict) -> list[str]:
+def check_references(spec: Paper, path, scale: str, series_models: dict, metrics: dict,
+                     planned: Optional[set] = None) -> list[str]:
     """Cross-references at one scale: `series_models[figure][series]` = the models its runs
-    evaluate, `metrics[figure]` = the metrics its runs log. Returns one line per problem."""
+    evaluate, `metrics[figure]` = the metrics its runs log; `planned`: the figures of the tier
+    asked (default: every figure). Returns one line per problem."""
     errs = []
+    planned = set(spec.figures) if planned is None else planned
     for fid, fig in spec.figures.items():
-        if scale not in fig.scales:
+        if scale not in fig.scales or fid not in planned:
             continue
         have = series_models.get(fid, {})
         for i, row in enumerate(fig.rows or []):
@@ -286,6 +289,8 @@ def check_references(spec: Paper, path, scale: str, series_models: dict, metrics
             if s in have and m not in have[s]:
                 errs.append(f"{path}: figure {fid!r}, models: {s!r} -> {m!r}; the series has {have[s]}")
     for c in spec.claims:
+        if c.figure in spec.figures and c.figure not in planned:
+            continue   # a paper-tier claim outside the paper tier: its runs are not planned
         errs += _claim_refs(c.at(scale), spec, path, scale, series_models, metrics)
     return errs
 

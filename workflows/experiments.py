@@ -104,6 +104,9 @@ class Plan:
     declared_by: dict[str, str] = field(default_factory=dict)   # run id -> first declaration
     # (paper, figure) -> the scales it declares, for every figure, planned at this scale or not
     scales_of: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
+    tier: str = "default"          # "paper": the paper-tier figures too (schema.TIERS)
+    tier_of: dict[tuple[str, str], str] = field(default_factory=dict)   # every figure's tier
+    seed_offset: int = 0           # added to every declared seed (0: the committed seeds)
 
     def config(self, run_id: str) -> RunConfig:
         if run_id not in self.configs:
@@ -149,6 +152,8 @@ class Plan:
             "paper": f.paper, "figure": f.figure, "scale": f.scale, "title": f.title,
             "source": f.source, "kind": f.kind, "notes": f.notes, "series": f.series,
             **f.spec,
+            # fresh seeds (make replicate SEEDS=): the claims table says they are not the declared ones
+            **({"seed_offset": self.seed_offset} if self.seed_offset else {}),
             # series -> its resolved run config (first seed): what regime checks measure
             "configs": {r.series: json.loads(json.dumps(to_dict(self.config(r.run_id))))
                         for r in reversed(f.runs)},
@@ -243,9 +248,26 @@ def without_probes(cfg: RunConfig) -> dict:
     return d
 
 
+def in_tier(figure_tier: str, tier: str) -> bool:
+    """Whether a figure of `figure_tier` is planned when `tier` is asked: the default tier plans the
+    default figures, the paper tier every figure."""
+    return figure_tier == "default" or tier == "paper"
+
+
+def shifted_seeds(seeds: list[int], offset: int, where: str) -> list[int]:
+    """The scale's seeds plus `offset` (make replicate SEEDS=): fresh seeds, none of them one of the
+    declared ones, so no run id of the committed results is reused."""
+    out = [s + offset for s in seeds]
+    if offset and set(out) & set(seeds):
+        raise ExperimentsError(f"{where}: seeds: seed_offset {offset} maps {seeds} onto {out}, which reuses "
+                               f"declared seeds; use an offset above {max(seeds) - min(seeds)}")
+    return out
+
+
 def load_paper(path: str | os.PathLike, scale: str, plan: Plan) -> None:
-    """Add the figures `path` declares at `scale` to `plan` (figures without that scale are skipped).
-    The file is checked against analysis/schema.py, then every name its claims and rows use."""
+    """Add the figures `path` declares at `scale` to `plan` (figures without that scale, or of a tier
+    the plan does not include, are skipped); seeds shifted by plan.seed_offset. The file is checked
+    against analysis/schema.py, then every name its claims and rows use."""
     path = Path(path)
     try:
         doc = yaml.safe_load(path.read_text())
@@ -265,11 +287,12 @@ def load_paper(path: str | os.PathLike, scale: str, plan: Plan) -> None:
         if not ID_RE.match(str(fig_id)):
             raise ExperimentsError(f"{where}: figure id must match {ID_RE.pattern}")
         plan.scales_of[(paper, str(fig_id))] = tuple(fig.scales)
-        if scale not in fig.scales:
+        plan.tier_of[(paper, str(fig_id))] = fig.tier
+        if scale not in fig.scales or not in_tier(fig.tier, plan.tier):
             continue
         where = f"{where}, scale {scale!r}"
         sc = raw_figures[fig_id]["scales"][scale]
-        seeds, series = sc["seeds"], sc["series"]
+        seeds, series = shifted_seeds(sc["seeds"], plan.seed_offset, where), sc["series"]
         base = scale_base(sc, path, where)
         runs, failed, resolved = [], {}, {}
         for label, overrides in series.items():
@@ -312,21 +335,24 @@ def load_paper(path: str | os.PathLike, scale: str, plan: Plan) -> None:
              for k in SPEC_KEYS if k in raw})
     if errors:
         raise ExperimentsError("\n".join(errors))
-    errors = check_references(spec, path, scale, series_models, logged)
+    planned = {f for f, fig in spec.figures.items() if in_tier(fig.tier, plan.tier)}
+    errors = check_references(spec, path, scale, series_models, logged, planned)
     if errors:
         raise ExperimentsError("\n".join(errors))
 
 
-def load_plan(root: str | os.PathLike, scale: str, data_root: str | None = None) -> Plan:
+def load_plan(root: str | os.PathLike, scale: str, data_root: str | None = None, tier: str = "default",
+              seed_offset: int = 0) -> Plan:
     """The plan for `scale` from every `root/<paper>/experiments.yaml`. `data_root`: written,
     absolute, into the launch section of every run that reads a data folder relative to it
     (codist.data_root; the run ids stay the same); runs that read none are left as they are, so
-    a data root never rewrites their config files."""
+    a data root never rewrites their config files. `tier`: "paper" adds the paper-tier figures.
+    `seed_offset`: added to every seed list (new run ids: a rerun with fresh seeds)."""
     root = Path(root)
     files = sorted(root.glob("*/experiments.yaml"))
     if not files:
         raise ExperimentsError(f"{root}: no <paper>/experiments.yaml found")
-    plan, errors = Plan(scale), []
+    plan, errors = Plan(scale, tier=tier, seed_offset=seed_offset), []
     for path in files:
         try:
             load_paper(path, scale, plan)
@@ -361,6 +387,9 @@ def unplanned_target(plan: Plan, results: str, target: str) -> str | None:
         return _unknown_figure(plan, target, m[1], m[2])
     scales = plan.scales_of[(m[1], m[2])]
     name = f"{m[2]}{m[3]}"
+    if plan.scale in scales and not in_tier(plan.tier_of[(m[1], m[2])], plan.tier):
+        return (f"{target}: {m[1]} {m[2]} is a paper-tier figure: add --config tier=paper "
+                f"(make replicate TIER=paper)")
     if "full" in scales:
         return (f"{target}: {m[1]} {m[2]} is a full-scale figure only (no {plan.scale} runs); it is made by "
                 f"`snakemake --profile env/profiles/slurm {results}/full/{m[1]}/{name} --config scale=full"

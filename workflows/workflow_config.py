@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from codist.config import RunConfig
 
@@ -26,8 +26,21 @@ class WorkflowConfig(BaseModel):
     data_root: str | None = Field(None, min_length=1, description="the folder every relative workload.data_dir "
                                   "is joined to (each run's launch.data_root, made absolute; not part of the run "
                                   "id; default: $CODIST_DATA_ROOT when the runs start)")
+    tier: Literal["default", "paper"] = Field("default", description="paper: the paper-regime figures too "
+                                              "(analysis/schema.py Figure.tier; make replicate TIER=paper)")
+    seed_offset: int = Field(0, ge=0, description="added to every figure's seeds: a rerun with fresh seeds (new run "
+                             "ids; make replicate SEEDS=N writes to results-seeds+N); never with results=results")
     rehearsal: bool = Field(False, description="scale=full only: every planned run shrunk as workflows/rehearsal.py "
                             "allows (a few updates, short periods, 2 ranks per group, CPU), under <results>/rehearsal/")
+
+
+    @model_validator(mode="after")
+    def _fresh_seeds_elsewhere(self):
+        # the committed reference holds the declared seeds only
+        if self.seed_offset and self.results.rstrip("/") == "results":
+            raise ValueError("seed_offset: fresh seeds go to their own results root, never into the committed "
+                             "reference 'results' (e.g. results=results-seeds+N)")
+        return self
 
 
 class WorkflowConfigError(ValueError):
@@ -44,6 +57,8 @@ def check(config: dict) -> WorkflowConfig:
             key = ".".join(str(p) for p in err["loc"])
             if err["type"] == "extra_forbidden":
                 lines.append(f"--config: unknown key {key!r}; allowed keys: {allowed_keys}")
+            elif not key:   # a rule across keys (seed_offset with results)
+                lines.append(f"--config: {err['msg'].removeprefix('Value error, ')}")
             elif key == "scale":
                 lines.append(f"--config scale={err['input']!r}: expected one of {', '.join(SCALES)}")
             else:
