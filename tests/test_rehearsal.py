@@ -170,3 +170,25 @@ def test_a_figure_saved_under_the_rehearsal_stamp_says_so_on_itself(tmp_path, mo
     assert [t.get_text() for t in stamped.texts] == ["rehearsal: not a result"]
     reddish = lambda px: int(((px[..., 0] - px[..., 2]) > 60).sum())   # noqa: E731
     assert reddish(plain_px) == 0 and reddish(stamped_px) > 500
+
+
+def test_a_rehearsal_figure_manifest_names_the_ids_its_summaries_hold_and_waits_for_every_run(full, tmp_path):
+    """The analysis checks each summary's run id against the figure's manifest: a rehearsal's
+    summary holds its shrunk config's id, in the planned id's directory. A figure is drawn only
+    once all its runs are rehearsed (rehearsal.figure_status)."""
+    from rehearsal import figure_status
+    plan, rehearsal, _ = full
+    key = ("sun2016", "communication")
+    runs = rehearsal.figure_manifest(*key, "R")["runs"]
+    for run in runs:
+        assert run["run_dir"] == f"R/full/runs/{run['planned_run_id']}"
+        assert run["run_id"] == rehearsal.configs[run["planned_run_id"]].run_id() != run["planned_run_id"]
+    ids = [r["planned_run_id"] for r in runs]
+    for rid in ids[:-1]:
+        (tmp_path / "full" / "runs" / rid).mkdir(parents=True)
+        (tmp_path / "full" / "runs" / rid / "summary.json").write_text("{}")
+    ready, waiting = figure_status(plan, tmp_path)
+    assert key not in ready and waiting[key] == (len(set(ids)) - 1, len(set(ids)))
+    (tmp_path / "full" / "runs" / ids[-1]).mkdir(parents=True)
+    (tmp_path / "full" / "runs" / ids[-1] / "summary.json").write_text("{}")
+    assert key in figure_status(plan, tmp_path)[0]

@@ -22,6 +22,8 @@ config has another id: its own fields differ). `ledger` writes <results>/rehears
     python workflows/rehearsal.py plan                  # every planned run's shrinks (no run)
     python workflows/rehearsal.py run --data-root D [--only ID ...] [--cores N]
     python workflows/rehearsal.py ledger --data-root D  # runs.csv from what the runs left
+    python workflows/rehearsal.py figures --data-root D # the figures whose runs are all rehearsed,
+                                                        # stamped, and full/FIGURES.md listing the rest
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ import csv
 import json
 import subprocess
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -182,6 +184,19 @@ def shrink(cfg: RunConfig, device: str = "cpu") -> RunConfig:
         raise RehearsalError(str(e)) from None
 
 
+@dataclass
+class RehearsalPlan(Plan):
+    """A plan whose configs are rehearsals: each run directory keeps its planned run id, while the
+    summary inside holds the rehearsal config's own id; a figure's manifest names that id (which the
+    analysis checks against the summary) and the planned one beside it."""
+
+    def figure_manifest(self, paper: str, figure: str, results: str) -> dict:
+        manifest = super().figure_manifest(paper, figure, results)
+        for run in manifest["runs"]:
+            run["planned_run_id"], run["run_id"] = run["run_id"], self.configs[run["run_id"]].run_id()
+        return manifest
+
+
 def rehearse(plan: Plan, device: str = "cpu") -> tuple[Plan, dict[str, list[Shrink]]]:
     """The plan with each run's config replaced by its rehearsal (run ids, figures and teacher
     references unchanged), and each run's recorded shrinks (checked against ALLOWED)."""
@@ -189,7 +204,7 @@ def rehearse(plan: Plan, device: str = "cpu") -> tuple[Plan, dict[str, list[Shri
     for rid, cfg in plan.configs.items():
         configs[rid] = shrink(cfg, device)
         shrinks[rid] = check(cfg, configs[rid])
-    return replace(plan, configs=configs), shrinks
+    return RehearsalPlan(**{**{f.name: getattr(plan, f.name) for f in fields(plan)}, "configs": configs}), shrinks
 
 
 # ------------------------------------------------------------------ the ledger
@@ -335,9 +350,72 @@ def ledger(plan: Plan, rehearsal: Plan, shrinks: dict, results: Path) -> list[di
     return rows
 
 
+# ------------------------------------------------------------------ the figures
+
+#: the rules that draw a figure from its runs (no run is trained or its config rewritten)
+FIGURE_RULES = ("figure_runs", "aggregate", "paper_table", "plot")
+
+
+def figure_status(plan: Plan, results: Path) -> tuple[list[tuple[str, str]], dict[tuple[str, str], tuple[int, int]]]:
+    """The full-scale figures whose every run finished its rehearsal, and for the others
+    (runs rehearsed, runs planned)."""
+    done = {rid for rid in plan.configs if (results / "full" / "runs" / rid / "summary.json").exists()}
+    ready, waiting = [], {}
+    for key, f in plan.figures.items():
+        ids = set(r.run_id for r in f.runs)
+        if ids <= done:
+            ready.append(key)
+        else:
+            waiting[key] = (len(ids & done), len(ids))
+    return ready, waiting
+
+
+def figure_targets(plan: Plan, results: Path, ready) -> list[str]:
+    """A figure's PNG, and a table figure's table of the paper's numbers beside ours."""
+    out = []
+    for paper, fig in ready:
+        out.append(f"{results}/full/{paper}/{fig}.png")
+        if plan.figure(paper, fig).kind == "table":
+            out.append(f"{results}/full/{paper}/{fig}_paper.csv")
+    return out
+
+
+def figures_note(plan: Plan, ready, waiting) -> str:
+    """results/rehearsal/full/FIGURES.md: which figures were drawn from rehearsal runs, which wait."""
+    lines = ["# Full-scale figures drawn from rehearsal runs", "",
+             "Rehearsal: not a result. Each figure below was drawn by the workflow's own analysis rules "
+             "(`python workflows/rehearsal.py figures`) from runs of a few updates on miniature random data "
+             "(`codist data fake`), and says so across itself; it shows that the pipeline from the full-scale "
+             "runs to the figure works, nothing about the papers.", "", "## Drawn", ""]
+    lines += [f"- `{p}/{f}.png`: {plan.figure(p, f).title} (all {len(set(r.run_id for r in plan.figure(p, f).runs))} "
+              f"runs rehearsed)" for p, f in ready] or ["- none yet"]
+    lines += ["", "## Not drawn: runs not rehearsed yet (`make rehearse` runs them; runs.csv lists each)", ""]
+    lines += [f"- `{p}/{f}`: {plan.figure(p, f).title}: {n} of {m} runs rehearsed" for (p, f), (n, m) in waiting.items()]
+    return "\n".join(lines) + "\n"
+
+
+def draw_figures(plan: Plan, results_root: str, data_root: str, cores: int) -> int:
+    """Every full-scale figure whose runs are all rehearsed, through the workflow's analysis rules
+    (`--config scale=full rehearsal=true`: the figures carry the rehearsal stamp), and FIGURES.md."""
+    results = Path(results_root) / "rehearsal"
+    ready, waiting = figure_status(plan, results)
+    rc = 0
+    if ready:
+        cmd = [str(Path(sys.executable).parent / "snakemake"), "--cores", str(cores), "--nolock",
+               "--allowed-rules", *FIGURE_RULES, "--rerun-triggers", "mtime", "--forcerun", "figure_runs",
+               "--config", "scale=full", "rehearsal=true", f"results={results_root}", f"data_root={data_root}",
+               "--", *figure_targets(plan, results, ready)]
+        rc = subprocess.call(cmd, cwd=ROOT)
+    drawn = [k for k in ready if (results / "full" / k[0] / f"{k[1]}.png").exists()]
+    (results / "full" / "FIGURES.md").write_text(figures_note(plan, drawn, waiting))
+    print(f"rehearsal figures: {len(drawn)} of {len(ready)} drawn, {len(waiting)} waiting for runs "
+          f"(snakemake exit {rc})", file=sys.stderr)
+    return rc
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("command", choices=["plan", "run", "ledger"])
+    ap.add_argument("command", choices=["plan", "run", "ledger", "figures"])
     ap.add_argument("--replications", default=str(ROOT / "replications"))
     ap.add_argument("--results", default="results", help="the rehearsal writes under RESULTS/rehearsal/")
     ap.add_argument("--data-root", help="the miniature data root (codist data fake --root DIR)")
@@ -347,6 +425,8 @@ def main(argv=None) -> int:
     plan = load_plan(args.replications, "full", args.data_root)
     rehearsal, shrinks = rehearse(plan)
     results = Path(args.results) / "rehearsal"
+    if args.command == "figures":
+        return draw_figures(plan, args.results, args.data_root, args.cores)
     if args.command == "plan":
         for rid, cfg in plan.configs.items():
             print(f"{rid} {cfg.name}: " + "; ".join(map(str, shrinks[rid])))
@@ -354,7 +434,7 @@ def main(argv=None) -> int:
     if args.command == "run":
         ids = args.only or list(plan.configs)
         targets = [f"{results}/full/runs/{i}/summary.json" for i in ids]
-        cmd = [str(Path(sys.executable).parent / "snakemake"), "--cores", str(args.cores), "--keep-going",
+        cmd = [str(Path(sys.executable).parent / "snakemake"), "--cores", str(args.cores), "--nolock", "--keep-going",
                "--rerun-incomplete", *targets, "--config", "scale=full", "rehearsal=true",
                f"results={args.results}", f"data_root={args.data_root}"]
         rc = subprocess.call(cmd, cwd=ROOT)
