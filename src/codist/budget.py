@@ -3,7 +3,10 @@
 Reads the plan the Snakefile builds for `--config scale=full` (workflows/experiments.py), so runs,
 steps, batch per rank and world size come from the real configs, and a per-GPU throughput table
 (replications/throughput.yaml: published numbers with their source, or derived from one; measured
-rows from `make gpu-check`'s results/bench/gpu_throughput.csv). Per run:
+rows from `make gpu-check`'s results/bench/gpu_throughput.csv; a registered workload's own file,
+its `throughput=`, adds its models). A run's model name and units per sample are its workload's
+registration's (`throughput_model`, `units_per_sample`), its extra forward passes its algorithm's
+(`extra_forwards`). Per run:
 
     seconds = steps x (1 + extra forward passes per step / 3) x units per GPU per step / (units/s per GPU)
 
@@ -123,30 +126,52 @@ def add_measured(table: Throughput, csv_path: str | Path) -> list[str]:
 
 # --------------------------------------------------------------------------- a run's cost
 
+def _workload_spec(cfg):
+    from .workloads import spec
+    return spec(cfg.workload.name)
+
+
 def model_key(cfg) -> str:
-    """The throughput table's model name for a run config."""
-    w = cfg.workload
-    if w.name == "imagenet":
-        return w.arch
-    if w.name == "cifar":
-        return f"cifar_{w.arch}"
-    if w.name == "translation":
-        return w.arch
-    return {"lm": "lstm_lm", "ctr": "ctr_mlp"}[w.name]
+    """The throughput table's model name for a run config, as its workload's registration says
+    (`throughput_model`)."""
+    name = _workload_spec(cfg).throughput_model
+    if name is None:
+        raise BudgetError(f"workload {cfg.workload.name!r} registers no throughput_model (codist.workloads."
+                          f"register): the budget cannot price its runs")
+    return name(cfg.workload)
 
 
 def units_per_sample(cfg, table: Throughput) -> float:
-    """Images/samples: 1; LM: tokens per sequence; translation: mean target tokens per sentence."""
-    w = cfg.workload
-    if w.name == "lm":
-        return float(w.seq_len)
-    if w.name == "translation":
-        pair = f"{w.source_lang}-{w.target_lang}"
-        if pair not in table.translation:
-            raise BudgetError(f"{table.path}: translation.{pair}: missing (the mean target sentence length of "
-                              f"the {pair} data is needed to turn sentences into tokens)")
-        return float(table.translation[pair]["target_tokens_per_sentence"])
-    return 1.0
+    """Units (images, samples, tokens) per sample, as the workload's registration says
+    (`units_per_sample`; none: 1): LM tokens per sequence, translation mean target tokens per sentence."""
+    units = _workload_spec(cfg).units_per_sample
+    if units is None:
+        return 1.0
+    try:
+        return float(units(cfg.workload, table))
+    except LookupError as e:
+        raise BudgetError(f"{table.path}: {e.args[0]}") from None
+
+
+def add_registered(table: Throughput) -> list[str]:
+    """Join the models of every registered workload's own throughput file (`throughput=`, a plugin's
+    rates) to the table; returns the files read. A model named twice is one line."""
+    from .workloads import specs
+    read = []
+    for spec in specs().values():
+        if spec.throughput is None:
+            continue
+        extra = load_throughput(spec.throughput)
+        clash = sorted(set(extra.units) & set(table.units))
+        if clash:
+            raise BudgetError(f"{extra.path}: models.{clash[0]} is already in {table.path} (workload "
+                              f"{spec.name!r}'s throughput file may only add models)")
+        table.units.update(extra.units)
+        table.rates.update(extra.rates)
+        for gpu, text in extra.gpus.items():
+            table.gpus.setdefault(gpu, text)
+        read.append(extra.path)
+    return read
 
 
 def extra_forwards(cfg) -> float:
@@ -298,11 +323,13 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     try:
         table = load_throughput(args.throughput)
+        plan = load_full_plan(args.replications)   # validates the configs: CODIST_PLUGINS imported
+        add_registered(table)
         add_measured(table, args.measured)
         known = sorted({g for _, g, _ in table.rates})
         if args.gpu not in known:
             raise BudgetError(f"--gpu {args.gpu!r}: no throughput for it; known: {', '.join(known)}")
-        rows = plan_budget(load_full_plan(args.replications), table, args.gpu)
+        rows = plan_budget(plan, table, args.gpu)
     except BudgetError as e:
         print(f"codist budget: {e}", file=sys.stderr)
         return 2

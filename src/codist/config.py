@@ -20,7 +20,9 @@ from pydantic import BaseModel, Field, StrictInt, ValidationError, model_validat
 from pydantic.fields import FieldInfo
 
 from .algorithms import registry as algorithm_registry
-from .workloads import CifarConfig, WorkloadConfig, data_version
+from . import workloads as workload_registry
+from .workloads import data_version
+from .workloads.cifar_config import CifarConfig
 from .workloads.schema import SECTION_CONFIG
 
 
@@ -35,6 +37,8 @@ class _Section(BaseModel):
 # The `algorithm:` section: a union of the registered algorithms' config classes, tagged by `name`
 # (codist.algorithms.registry; rebuilt when a plugin registers later).
 AlgorithmConfig = algorithm_registry.config_union()
+# The `workload:` section: the same for the registered workloads (codist.workloads).
+WorkloadConfig = workload_registry.config_union()
 
 
 def _default_algorithm():
@@ -188,6 +192,18 @@ def _rebuild_algorithm_field() -> None:
 
 
 algorithm_registry.on_change(_rebuild_algorithm_field)
+
+
+def _rebuild_workload_field() -> None:
+    """The same for a workload registered later (a CODIST_PLUGINS module's)."""
+    global WorkloadConfig
+    WorkloadConfig = workload_registry.config_union()
+    RunConfig.__pydantic_fields__["workload"] = FieldInfo.from_annotated_attribute(
+        WorkloadConfig, Field(default_factory=lambda: CifarConfig()))
+    RunConfig.model_rebuild(force=True)
+
+
+workload_registry.on_change(_rebuild_workload_field)
 
 
 # ---------------------------------------------------------------- loading

@@ -34,7 +34,7 @@ def _folder(root: Path, layout: str) -> list[str]:
                                      f"expected {layout}"]
 
 
-def check_cifar(root: Path, dataset: str = "cifar10") -> tuple[list[str], list[str]]:
+def check_cifar(root: Path, dataset: str = "cifar10", **_) -> tuple[list[str], list[str]]:
     from .workloads.cifar import _check_batch, _unpickle, find_cifar_folder
     try:
         folder = find_cifar_folder(root, dataset)
@@ -68,7 +68,7 @@ def image_header_problem(path: Path) -> str | None:
         return f"{path}: unreadable image ({type(e).__name__}: {e})"
 
 
-def check_imagefolder(root: Path) -> tuple[list[str], list[str]]:
+def check_imagefolder(root: Path, **_) -> tuple[list[str], list[str]]:
     from torchvision.datasets.folder import IMG_EXTENSIONS
 
     from .workloads.imagenet import load_image
@@ -118,7 +118,7 @@ def check_imagefolder(root: Path) -> tuple[list[str], list[str]]:
     return problems, notes
 
 
-def check_text(root: Path, tokenizer_model: str | None = None) -> tuple[list[str], list[str]]:
+def check_text(root: Path, tokenizer_model: str | None = None, **_) -> tuple[list[str], list[str]]:
     from .workloads.lm_data import find_shards, read_paragraphs
     try:
         shards = find_shards(root)
@@ -137,7 +137,7 @@ def check_text(root: Path, tokenizer_model: str | None = None) -> tuple[list[str
 
 
 def check_criteo(root: Path, train_file: str = "train.txt", val_file: str | None = None,
-                 hash_buckets: int = 2 ** 18) -> tuple[list[str], list[str]]:
+                 hash_buckets: int = 2 ** 18, **_) -> tuple[list[str], list[str]]:
     from .workloads.ctr import read_criteo
     problems = _folder(root, CRITEO_LAYOUT)
     if problems:
@@ -160,7 +160,8 @@ def check_criteo(root: Path, train_file: str = "train.txt", val_file: str | None
     return problems, notes
 
 
-def check_fairseq(root: Path, src: str, tgt: str) -> tuple[list[str], list[str]]:
+def check_fairseq(root: Path, source_lang: str = "src", target_lang: str = "tgt", **_) -> tuple[list[str], list[str]]:
+    src, tgt = source_lang, target_lang
     import numpy as np
 
     from .workloads import translation_data as tdata
@@ -197,22 +198,25 @@ def check_fairseq(root: Path, src: str, tgt: str) -> tuple[list[str], list[str]]
     return problems, notes
 
 
-def check(workload: str, data_dir: str | Path, dataset: str | None = None, source_lang: str = "src",
-          target_lang: str = "tgt", train_file: str = "train.txt", val_file: str | None = None,
-          tokenizer_model: str | None = None) -> tuple[list[str], list[str]]:
-    """(problems, notes) of `data_dir` for `workload`; problems are one line each."""
-    root = Path(data_dir)
-    if workload == "cifar":
-        return check_cifar(root, dataset or "cifar10")
-    if workload == "imagenet":
-        return check_imagefolder(root)
-    if workload == "lm":
-        return check_text(root, tokenizer_model)
-    if workload == "ctr":
-        return check_criteo(root, train_file, val_file)
-    if workload == "translation":
-        return check_fairseq(root, source_lang, target_lang)
-    raise ValueError(f"workload {workload!r}: expected one of cifar, imagenet, lm, ctr, translation")
+def check(workload: str, data_dir: str | Path, **options) -> tuple[list[str], list[str]]:
+    """(problems, notes) of `data_dir` for `workload`, by the check its registration names
+    (`data_check`), given the workload section's options (dataset, source_lang, train_file, ...;
+    None: the check's default); problems are one line each."""
+    from .workloads import spec
+    try:
+        check_data = spec(workload).check_function()
+    except KeyError as e:
+        raise ValueError(e.args[0]) from None
+    if check_data is None:
+        return [], [f"workload {workload!r} registers no data check"]
+    return check_data(Path(data_dir), **{k: v for k, v in options.items() if v is not None})
+
+
+def _workloads() -> list[str]:
+    """Every registered workload (CODIST_PLUGINS' too: codist.config imports them)."""
+    from . import config  # noqa: F401
+    from .workloads import specs
+    return sorted(specs())
 
 
 def main(argv=None) -> int:
@@ -222,7 +226,7 @@ def main(argv=None) -> int:
     # listed for --help only: codist.cli hands `codist data fake ...` to codist.fake_data's own parser
     sub.add_parser("fake", add_help=False, help="write a miniature of every full-scale data set in its real "
                    "format, for rehearsals: codist data fake --root DIR (codist data fake --help)")
-    c.add_argument("workload", nargs="?", choices=["cifar", "imagenet", "lm", "ctr", "translation"])
+    c.add_argument("workload", nargs="?", choices=_workloads())
     c.add_argument("data_dir", nargs="?")
     c.add_argument("--config", help="instead: the workload section (data_dir and options) of a run config")
     c.add_argument("--data-root", metavar="DIR", help="with --config: the folder a relative workload.data_dir is "
@@ -244,9 +248,8 @@ def main(argv=None) -> int:
         if getattr(w, "data_dir", None) is None:
             print(f"codist data check: {args.config}: workload.dataset {w.dataset!r} reads no data folder")
             return 0
-        opts = dict(dataset=w.dataset if w.name == "cifar" else None, source_lang=getattr(w, "source_lang", "src"),
-                    target_lang=getattr(w, "target_lang", "tgt"), train_file=getattr(w, "train_file", "train.txt"),
-                    val_file=getattr(w, "val_file", None), tokenizer_model=getattr(w, "tokenizer_model", None))
+        # the section's options: each check reads those it needs
+        opts = {k: v for k, v in w.model_dump().items() if k not in ("name", "data_dir")}
         name, data_dir = w.name, w.data_dir
     elif args.workload and args.data_dir:
         opts = dict(dataset=args.dataset, source_lang=args.source_lang, target_lang=args.target_lang,

@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import importlib
 import os
-import pkgutil
 from dataclasses import dataclass
-from typing import Annotated, Any, Callable, Union
+from typing import Any, Callable
 
-from pydantic import Field
-
+from ..workloads.schema import SectionRegistry
 from .sections import AlgorithmSection
 
 
@@ -70,66 +68,23 @@ class AlgorithmSpec:
         return self.strategy
 
 
-_SPECS: dict[str, AlgorithmSpec] = {}
-_LISTENERS: list[Callable[[], None]] = []
-_loaded = False
-
-
-def register(name: str, config: type[AlgorithmSection], strategy: str | type, **capabilities) -> AlgorithmSpec:
-    """Make `algorithm: {name: <name>, ...}` a valid config section trained by `strategy`."""
-    if not issubclass(config, AlgorithmSection) or config.model_fields.get("name") is None \
-            or config.model_fields["name"].default != name:
-        raise ValueError(f"algorithm {name!r}: its config class must subclass AlgorithmSection and have "
-                         f"name: Literal[{name!r}] = {name!r}")
-    if name in _SPECS and _SPECS[name].config is not config:
-        raise ValueError(f"algorithm {name!r} is registered twice ({_SPECS[name].config.__module__} and "
-                         f"{config.__module__})")
-    spec = _SPECS[name] = AlgorithmSpec(name, config, strategy, **capabilities)
-    if _loaded:
-        for listener in _LISTENERS:
-            listener()
-    return spec
-
-
-def _load() -> None:
-    """Import the built-in `*_config` modules (once)."""
-    global _loaded
-    if _loaded:
-        return
-    for name in sorted(m.name for m in pkgutil.iter_modules(_package_path()) if m.name.endswith("_config")):
-        importlib.import_module(f"{__package__}.{name}")
-    _loaded = True
+_REGISTRY = SectionRegistry("algorithm", AlgorithmSection, __package__, AlgorithmSpec)
+register = _REGISTRY.register          # register(name, config, strategy, **capabilities): a valid section
+specs = _REGISTRY.specs
+config_union = _REGISTRY.config_union  # the `algorithm:` section's type
+on_change = _REGISTRY.on_change
 
 
 def load_plugins() -> None:
     """Import the modules named in `CODIST_PLUGINS` (comma-separated). `codist.config` calls this
     once it is complete, so a plugin may import anything of codist's."""
-    _load()
+    _REGISTRY.load()
     for module in filter(None, (m.strip() for m in os.environ.get("CODIST_PLUGINS", "").split(","))):
         importlib.import_module(module)
 
 
-def _package_path() -> list[str]:
-    return list(importlib.import_module(__package__).__path__)
-
-
-def specs() -> dict[str, AlgorithmSpec]:
-    _load()
-    return dict(_SPECS)
-
-
 def spec(name: str) -> AlgorithmSpec:
     return specs()[name]
-
-
-def config_union():
-    """The `algorithm:` section's type: a union of every registered config class, tagged by `name`."""
-    return Annotated[Union[tuple(s.config for s in specs().values())], Field(discriminator="name")]
-
-
-def on_change(listener: Callable[[], None]) -> None:
-    """Call `listener` after each registration that follows the first use of the registry."""
-    _LISTENERS.append(listener)
 
 
 def model_names(algorithm: str, models: int) -> list[str]:
@@ -148,9 +103,9 @@ def lookup(name: str) -> AlgorithmSpec:
     built-ins and the CODIST_PLUGINS modules' (imported here when needed); else one line."""
     if name not in specs():
         load_plugins()
-    if name not in _SPECS:
+    if name not in specs():
         raise KeyError(f"algorithm {name!r} is not registered (a plugin's module must be in CODIST_PLUGINS)")
-    return _SPECS[name]
+    return specs()[name]
 
 
 def period_field(name: str) -> str | None:

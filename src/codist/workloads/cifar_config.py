@@ -1,10 +1,12 @@
 """The `workload:` section for `name: cifar` (pydantic only: `import codist.config` needs no torch)."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, StrictInt, model_validator
 
+from . import DataNeeds, register
 from .schema import WorkloadSection
 
 CIFAR_CLASSES = {"cifar10": 10, "cifar100": 100}
@@ -68,3 +70,16 @@ class CifarConfig(WorkloadSection):
     @property
     def num_classes(self) -> int:
         return CIFAR_CLASSES.get(self.dataset, self.classes)
+
+
+def data_needs(w: CifarConfig, root: Path) -> DataNeeds:
+    folder, train, test, _ = CIFAR_LAYOUT[w.dataset]
+    # the loader accepts data_dir/<folder>/ or the files directly in data_dir
+    base = root / folder if (root / folder).is_dir() or not (root / (train + test)[0]).exists() else root
+    return DataNeeds([base], [base / name for name in train + test], layout_text(w.dataset))
+
+
+register("cifar", CifarConfig, "cifar:CifarWorkload",
+         metrics={"val_loss": False, "val_accuracy": True, "error_pct": False},
+         data_needs=data_needs, data_check="codist.datacheck:check_cifar",
+         throughput_model=lambda w: f"cifar_{w.arch}")

@@ -11,10 +11,12 @@ before validation. The filled-in values are ordinary field values, so the resolv
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictInt, model_validator
 
+from . import DataNeeds, register
 from .schema import WorkloadSection
 
 #: number of integer ("dense") and categorical features of a Criteo line
@@ -125,3 +127,14 @@ class CtrConfig(WorkloadSection):
     def num_classes(self) -> int:
         """Two logits (no click, click), so softmax-based distillation and smoothing apply unchanged."""
         return 2
+
+
+def data_needs(w: CtrConfig, root: Path) -> DataNeeds:
+    return DataNeeds([], [root / f for f in (w.train_file, w.val_file) if f], CRITEO_LAYOUT)
+
+
+register("ctr", CtrConfig, "ctr:CtrWorkload",
+         metrics={"val_log_loss": False, "val_loss": False, "val_accuracy": True, "val_pred_ctr": None,
+                  "val_ctr": None, "val_bayes_gap": False},
+         data_needs=data_needs, data_check="codist.datacheck:check_criteo",
+         throughput_model=lambda w: "ctr_mlp")

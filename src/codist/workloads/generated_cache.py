@@ -30,7 +30,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from ..runlog import atomic_write_bytes
-from . import DATA_VERSIONS
+from . import data_versions
 
 OFF = "off"
 _warned = False   # one warning per process about an unwritable folder
@@ -62,7 +62,7 @@ def key(kind: str, knobs: dict, sources: Iterable[str | os.PathLike]) -> str:
     """'<what>-<how>': a hash of the kind and knobs (what the arrays are), then a hash of what made
     them (data versions, numpy, the sources' bytes), so a newer generator's file replaces the old one."""
     what = hashlib.sha256(json.dumps({"kind": kind, "knobs": knobs}, sort_keys=True).encode())
-    how = hashlib.sha256(json.dumps({"data_versions": DATA_VERSIONS, "numpy": np.__version__}).encode())
+    how = hashlib.sha256(json.dumps({"data_versions": data_versions(), "numpy": np.__version__}, sort_keys=True).encode())
     for path in sources:
         how.update(hashlib.sha256(source_bytes(path)).digest())
     return f"{what.hexdigest()[:16]}-{how.hexdigest()[:16]}"

@@ -1,10 +1,12 @@
 """The `workload:` section for `name: imagenet` (pydantic only: `import codist.config` needs no torch)."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, StrictInt, model_validator
 
+from . import DataNeeds, register
 from .schema import WorkloadSection
 
 IMAGEFOLDER_LAYOUT = ("<data_dir>/train/<class>/<image> and <data_dir>/val/<class>/<image> "
@@ -45,3 +47,13 @@ class ImagenetConfig(WorkloadSection):
         if self.dataset == "imagefolder" and not self.data_dir:
             raise ValueError(f"workload.data_dir is required for workload.dataset='imagefolder': {IMAGEFOLDER_LAYOUT}")
         return self
+
+
+def data_needs(w: ImagenetConfig, root: Path) -> DataNeeds:
+    return DataNeeds([root / "train", root / "val"], [], IMAGEFOLDER_LAYOUT)
+
+
+register("imagenet", ImagenetConfig, "imagenet:ImagenetWorkload",
+         metrics={"val_loss": False, "val_accuracy": True, "error_pct": False},
+         data_needs=data_needs, data_check="codist.datacheck:check_imagefolder",
+         throughput_model=lambda w: w.arch)

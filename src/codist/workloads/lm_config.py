@@ -16,10 +16,12 @@ under a minute; Anil's model is `layers: 2, hidden: 1024, embedding: 256` with
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, StrictInt, model_validator
 
+from . import DataNeeds, register
 from .schema import WorkloadSection
 
 #: files under `data_dir` read as shards (recursively, sorted by path; hidden folders skipped)
@@ -117,3 +119,15 @@ class LmConfig(WorkloadSection):
     def spm_vocab_size(self) -> int:
         """The SentencePiece vocabulary to train when no `tokenizer_model` is given."""
         return self.vocab_size or ANIL_VOCAB_SIZE
+
+
+def data_needs(w: LmConfig, root: Path) -> DataNeeds:
+    shards = any(p.is_file() for pattern in TEXT_SHARD_PATTERNS for p in root.rglob(pattern))
+    return DataNeeds([], [], TEXT_LAYOUT,
+                     None if shards else f"workload.data_dir: {str(root)!r} holds no text shards; expected {TEXT_LAYOUT}")
+
+
+register("lm", LmConfig, "lm:LmWorkload",
+         metrics={"val_loss": False, "val_ppl": False, "val_bayes_gap": False},
+         data_needs=data_needs, data_check="codist.datacheck:check_text",
+         throughput_model=lambda w: "lstm_lm", units_per_sample=lambda w, table: float(w.seq_len))   # tokens

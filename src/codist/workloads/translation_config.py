@@ -16,10 +16,12 @@ ordinary field values, so the resolved config (run id, manifest) shows what was 
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, StrictInt, model_validator
 
+from . import DataNeeds, register
 from .schema import WorkloadSection
 
 #: what `data_dir` must hold for `dataset: fairseq` (fairseq-preprocess's output folder)
@@ -115,3 +117,33 @@ class TranslationConfig(WorkloadSection):
             if self.source_lang == self.target_lang:
                 raise ValueError("workload.source_lang and workload.target_lang must differ")
         return self
+
+
+def required_files(src: str, tgt: str, splits=("train", "valid")) -> list[str]:
+    """The files fairseq-preprocess writes for a language pair (FAIRSEQ_LAYOUT)."""
+    files = [f"dict.{src}.txt", f"dict.{tgt}.txt"]
+    for split in splits:
+        for lang in (src, tgt):
+            files += [f"{split}.{src}-{tgt}.{lang}.bin", f"{split}.{src}-{tgt}.{lang}.idx"]
+    return files
+
+
+def data_needs(w: TranslationConfig, root: Path) -> DataNeeds:
+    return DataNeeds([], [root / f for f in required_files(w.source_lang, w.target_lang)], FAIRSEQ_LAYOUT)
+
+
+def target_tokens_per_sentence(w: TranslationConfig, table) -> float:
+    """Sentences -> tokens for the budget: the pair's mean target length (the throughput table's
+    `translation:` section)."""
+    pair = f"{w.source_lang}-{w.target_lang}"
+    if pair not in table.translation:
+        raise LookupError(f"translation.{pair}: missing (the mean target sentence length of the {pair} data is "
+                          f"needed to turn sentences into tokens)")
+    return float(table.translation[pair]["target_tokens_per_sentence"])
+
+
+register("translation", TranslationConfig, "translation:TranslationWorkload",
+         metrics={"val_nll": False, "val_loss": False, "val_nll_bits": False, "val_ppl": False,
+                  "val_token_accuracy": True, "val_bleu": True},
+         data_needs=data_needs, data_check="codist.datacheck:check_fairseq",
+         throughput_model=lambda w: w.arch, units_per_sample=target_tokens_per_sentence)

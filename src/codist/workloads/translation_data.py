@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..runlog import file_lock
+from .translation_config import required_files
 
 #: bump when the generator's output for the same knobs changes (changes every cache key)
 GENERATOR_VERSION = 1
@@ -248,14 +249,6 @@ def preprocess(text_dir: Path, dest: Path, src: str, tgt: str, joined: bool = Fa
                 root.removeHandler(h)
         root.setLevel(root_level)
     return time.perf_counter() - t0
-
-
-def required_files(src: str, tgt: str, splits=("train", "valid")) -> list[str]:
-    files = [f"dict.{src}.txt", f"dict.{tgt}.txt"]
-    for split in splits:
-        for lang in (src, tgt):
-            files += [f"{split}.{src}-{tgt}.{lang}.bin", f"{split}.{src}-{tgt}.{lang}.idx"]
-    return files
 
 
 def check_data_dir(data_dir: str | Path, src: str, tgt: str) -> Path:
