@@ -39,6 +39,13 @@ Verdict (README, "Claims"), in this order:
      ..."; a holds / does not hold keeps its one-sided error rate whatever the power, so only a
      non-result is explained this way.
 
+Beside the verdict, each row says which tier tested the claim (`tier`: the figure's, schema.TIERS;
+'not tested in this tier' where a paper-tier figure's tables are absent), whether its runs used the
+declared seeds (`seeds`: "declared + N" after make replicate SEEDS=N), and when its design was fixed
+(analysis/preregistration.py, from git): `design_commit`, `design_status` (before / with / after the
+figure's first committed results) and `changed_after_results` (each later design change, what it
+changed and why, from replications/design_changes.yaml).
+
     python analysis/claims.py --paper replications/P/experiments.yaml --figures DIR --scale S \
         --csv DIR/claims.csv --markdown DIR/claims.md
     python analysis/claims.py --combine A/claims.csv B/claims.csv --csv all.csv --markdown all.md
@@ -56,6 +63,7 @@ import pandas as pd
 import yaml
 
 import comm_identity
+import preregistration
 import regime
 import stats
 from codist.runlog import atomic_write_text
@@ -65,7 +73,8 @@ from schema import MEASURES, Claim, parse
 MIN_SEEDS = stats.MIN_SEEDS
 COLUMNS = ["paper", "id", "claim", "source", "basis", "comparison", "measure", "metric", "n", "effect_mean",
            "effect_sd", "interval_low", "interval_high", "method", "rule", "regime", "reached", "verdict",
-           "paper_value", "per_seed", "regime_sources", "tier", "seeds"]
+           "paper_value", "per_seed", "regime_sources", "tier", "seeds", "design_commit", "design_status",
+           "changed_after_results"]
 VERDICTS = ("holds", "does not hold", "inconclusive", "not in the paper's regime", "not tested at this scale",
             "not tested in this tier", "underpowered")
 
@@ -219,9 +228,12 @@ def evaluate(paper_file: Path, figures: Path, scale: str) -> pd.DataFrame:
             raise regime.RegimeError(f"figure {fig!r} has no {runs} at scale {scale!r}")
         return read_manifest(runs), read_table(figures / f"{fig}_curves.csv")
 
+    history = preregistration.records(paper_file, scale)   # {} without git history
+    changes = preregistration.ledger(paper_file.resolve().parent.parent).get(spec.paper, [])
     rows = []
     for c in spec.claims:
         c = c.at(scale)
+        rec = history.get(c.id)
         where = f"{paper_file}: claim {c.id!r}"
         runs = figures / f"{c.figure}_runs.json"
         declared = scale in spec.figures[c.figure].scales
@@ -247,7 +259,10 @@ def evaluate(paper_file: Path, figures: Path, scale: str) -> pd.DataFrame:
                      "comparison": comparison, "measure": c.measure,
                      "metric": c.metric or (manifest.get("panels") or [""])[0], "paper_value": c.paper,
                      "regime_sources": regime_sources(c), "tier": tier if tested else "",
-                     "seeds": seeds_text(manifest) if tested else "", **fields})
+                     "seeds": seeds_text(manifest) if tested else "",
+                     "design_commit": rec.design_commit[:9] if rec else "",
+                     "design_status": preregistration.status_text(rec) if rec else "no git history",
+                     "changed_after_results": preregistration.row_note(rec, changes) if rec else "", **fields})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -353,7 +368,9 @@ def details_section(df: pd.DataFrame) -> str:
         fields = [("claim", r["claim"]), ("source", r["source"]), ("paper", r["paper_value"]),
                   ("compares", f"{r['comparison']} ({r['measure']}" + (f" of {_cell(r['metric'])}" if _cell(r["metric"]) else "") + f", {r['basis']})"),
                   ("verdict", r["verdict"]), ("regime checks", r["regime"]), ("effect", ours_text(r)),
-                  ("seeds", r["n"]), ("seed lists", r.get("seeds")), ("tier", r.get("tier")), ("method", r["method"]), ("rule", r["rule"]), ("reached", r["reached"]),
+                  ("seeds", r["n"]), ("seed lists", r.get("seeds")), ("tier", r.get("tier")),
+                  ("design fixed at", f"{_cell(r.get('design_commit'))}: {_cell(r.get('design_status'))}"),
+                  ("changed after results", r.get("changed_after_results")), ("method", r["method"]), ("rule", r["rule"]), ("reached", r["reached"]),
                   ("per seed", r["per_seed"])]
         out += [f"- {k}: {_cell(v)}" for k, v in fields if _cell(v) not in ("", "0", "nan")]
         out.append("")

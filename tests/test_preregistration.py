@@ -1,0 +1,183 @@
+"""Pre-registration as a mechanism (analysis/preregistration.py): a claim's design read from git at every
+commit of its experiments file, the commit that fixed it, and every design change made after its
+figure's results were committed, which replications/design_changes.yaml must declare with a reason.
+
+A throw-away git repository with a toy paper exercises each side of the rule; the last tests hold the
+real repository to it."""
+from __future__ import annotations
+
+import functools
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "analysis"))
+import preregistration as pr  # noqa: E402
+
+BASE = {"workload": {"name": "cifar"}, "train": {"steps": 10, "batch_per_rank": 8, "eval_every": 5},
+        "launch": {"device": "cpu"}}
+
+
+def spec(**change) -> dict:
+    claim = {"id": "c", "claim": "a beats b", "source": "Fig. 0", "figure": "f", "basis": "step-matched",
+             "measure": "final", "metric": "val_loss", "a": "a", "b": "b", "at_least": 0.0,
+             "regime": [{"check": "b plateaued", "quantity": "last_gain", "series": "b", "max": 0.01,
+                         "source": "Fig. 0"}]}
+    series = {"a": {"optimizer.lr": 0.2}, "b": {}, "unrelated": {"optimizer.lr": 0.5}}
+    doc = {"paper": "toy", "source": "t", "claims": [claim],
+           "figures": {"f": {"title": "t", "kind": "curves",
+                             "scales": {"embedded": {"base": BASE, "seeds": [0, 1, 2], "series": series}}}}}
+    for path, value in change.items():   # "claims.0.at_least" -> doc["claims"][0]["at_least"]
+        *parents, last = path.split(".")
+        node = doc
+        for p in parents:
+            node = node[int(p)] if isinstance(node, list) else node[p]
+        node[int(last) if isinstance(node, list) else last] = value
+    return doc
+
+
+class Repo:
+    def __init__(self, root: Path):
+        self.root = root
+        self.git("init", "-q")
+        (root / "replications" / "toy").mkdir(parents=True)
+        (root / "results" / "embedded" / "toy").mkdir(parents=True)
+        self.paper = root / "replications" / "toy" / "experiments.yaml"
+
+    def git(self, *args) -> str:
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=self.root,
+                              capture_output=True, text=True, check=True).stdout
+
+    def commit(self, doc=None, results=None, ledger=None) -> str:
+        if doc is not None:
+            self.paper.write_text(yaml.safe_dump(doc, sort_keys=False))
+        if results is not None:
+            (self.root / "results/embedded/toy/f_curves.csv").write_text(results)
+        if ledger is not None:
+            (self.root / "replications" / pr.LEDGER).write_text(yaml.safe_dump(ledger))
+        self.git("add", "-A")
+        self.git("commit", "-q", "-m", "x")
+        return self.git("rev-parse", "HEAD").strip()
+
+    def record(self) -> pr.Record:
+        return pr.records(self.paper)["c"]
+
+
+@pytest.fixture
+def repo(tmp_path):
+    return Repo(tmp_path)
+
+
+def test_a_design_committed_before_its_results_is_pre_registered(repo):
+    design = repo.commit(spec())
+    results = repo.commit(results="series,seed\n")
+    repo.commit(spec(**{"claims.0.claim": "a beats b, reworded", "claims.0.regime.0.source": "Fig. 0, line 3",
+                        "claims.0.regime.0.check": "renamed", "figures.f.scales.embedded.base":
+                        {**BASE, "launch": {"device": "cpu", "launcher": "warm"}}}))   # wording and launch only
+    repo.commit(spec(**{"figures.f.scales.embedded.series.unrelated": {"optimizer.lr": 0.9}}))  # a series it never reads
+    rec = repo.record()
+    assert (rec.design_commit, rec.results_commit, rec.relation) == (design, results, "before results")
+    assert rec.after_results == [] and rec.design_results == results
+    assert pr.status_text(rec) == f"before results (first results {results[:7]}); " \
+                                  f"results of this design first committed at {results[:7]}"
+
+
+@pytest.mark.parametrize("change, key", [
+    ({"claims.0.at_least": -0.01}, "at_least"),                                        # a margin
+    ({"claims.0.regime.0.max": 0.02}, "regime"),                                       # a threshold
+    ({"figures.f.scales.embedded.seeds": [0, 1, 2, 3]}, "runs.f.seeds"),               # seeds
+    ({"figures.f.scales.embedded.base": {**BASE, "train": {**BASE["train"], "steps": 20}}},
+     "runs.f.series.a.train.steps, runs.f.series.b.train.steps"),                      # a run length
+    ({"figures.f.scales.embedded.series.b": {"optimizer.weight_decay": 0.1}}, "runs.f.series.b.optimizer"),
+    ({"claims.0.full_scale_only": "needs 128 workers"}, "full_scale_only"),            # declared untestable
+])
+def test_a_design_change_after_results_must_be_declared(repo, change, key):
+    repo.commit(spec())
+    results = repo.commit(results="series,seed\n")
+    changed = repo.commit(spec(**change))
+    rec = repo.record()
+    assert (rec.design_commit, rec.relation, rec.after_results) == (changed, "after results", [changed])
+    assert rec.changes[changed].startswith(key)
+    assert pr.undeclared(rec, []) == [changed]
+    assert pr.row_note(rec, []) == f"{changed[:7]} ({rec.changes[changed]}): NOT DECLARED"
+    entry = {"commit": changed[:7], "why": "the smoke run showed it", "claims": ["c"]}
+    assert pr.undeclared(rec, [entry]) == [] and pr.undeclared(rec, [{**entry, "claims": None}]) == []
+    assert pr.undeclared(rec, [{**entry, "claims": ["other"]}]) == [changed]    # another claim's entry
+    assert pr.undeclared(rec, [{**entry, "commit": results[:7]}]) == [changed]  # another commit's entry
+    assert pr.row_note(rec, [entry]) == f"{changed[:7]} ({rec.changes[changed]}): the smoke run showed it"
+    assert results != changed
+
+
+def test_a_design_fixed_in_the_commit_of_its_results_or_not_yet_committed(repo):
+    both = repo.commit(spec(), results="series,seed\n")
+    rec = repo.record()
+    assert (rec.relation, rec.after_results) == ("with results", [])     # git cannot show it came first
+    repo.paper.write_text(yaml.safe_dump(spec(**{"claims.0.at_least": 0.5})))
+    assert repo.record().relation == "uncommitted" and both
+
+
+def test_the_claims_table_carries_the_design_columns(repo, tmp_path):
+    import claims
+    import pandas as pd
+    repo.commit(spec())
+    repo.commit(results="series,seed\n")
+    changed = repo.commit(spec(**{"claims.0.at_least": -0.01}),
+                          ledger=None)
+    repo.commit(ledger={"toy": [{"commit": changed[:8], "why": "because", "claims": ["c"]}]})
+    figs = tmp_path / "figs"
+    figs.mkdir()
+    pd.DataFrame([{"series": s, "seed": i, "model": "0", "step": 10, "wall_s": 0, "metric": "val_loss",
+                   "val_loss": v + 0.01 * i} for s, v in (("a", 1.0), ("b", 2.0)) for i in range(3)]
+                 ).to_csv(figs / "f_curves.csv", index=False)
+    (figs / "f_runs.json").write_text('{"panels": ["val_loss"], "runs": [], "configs": {}}')
+    row = claims.evaluate(repo.paper, figs, "embedded").iloc[0]
+    assert row["design_commit"] == changed[:9] and row["design_status"].startswith("after results (first results ")
+    assert row["changed_after_results"] == f"{changed[:7]} (at_least): because"
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"commit": "7e95398"}, "expected keys commit, why"),
+    ({"commit": "7e95", "why": "x"}, "commit: at least 7 hex digits"),
+    ({"commit": "7e95398", "why": " "}, "why: say why"),
+    ({"commit": "7e95398", "why": "x", "reason": "y"}, "expected keys commit, why"),
+])
+def test_a_malformed_ledger_entry_is_one_line_naming_it(tmp_path, entry, message):
+    (tmp_path / pr.LEDGER).write_text(yaml.safe_dump({"toy": [entry]}))
+    with pytest.raises(pr.LedgerError) as e:
+        pr.ledger(tmp_path)
+    assert str(e.value).startswith(f"{tmp_path / pr.LEDGER}: toy[0]: ") and message in str(e.value)
+
+
+@functools.lru_cache(maxsize=None)
+def real_records(paper: str) -> dict:
+    """The repository's records, read from git once for both tests below."""
+    return pr.records(ROOT / "replications" / paper / "experiments.yaml")
+
+
+@pytest.mark.parametrize("paper", ["anil2018", "sodhani2020", "sun2016"])
+def test_every_post_results_change_of_the_real_claims_is_declared(paper):
+    """The rule on this repository: every design change after a claim's figure had committed results
+    is in replications/design_changes.yaml with its reason."""
+    entries = pr.ledger(ROOT / "replications").get(paper, [])
+    missing = [f"{paper} {cid}: {c[:7]} changed {rec.changes[c]}"
+               for cid, rec in real_records(paper).items()
+               for c in pr.undeclared(rec, entries)]
+    assert not missing, (f"design changes after results, not declared in replications/{pr.LEDGER} "
+                         "(add commit, why, claims):\n" + "\n".join(missing))
+
+
+def test_every_ledger_entry_explains_a_real_post_results_change():
+    """No entry that names a commit which changed none of its claims' designs after results."""
+    stale = []
+    for paper, entries in pr.ledger(ROOT / "replications").items():
+        recs = real_records(paper)
+        for e in entries:
+            covered = [cid for cid, rec in recs.items() if (e.get("claims") is None or cid in e["claims"])
+                       and any(c.startswith(e["commit"]) for c in rec.after_results)]
+            if not covered or (e.get("claims") and len(covered) != len(e["claims"])):
+                stale.append(f"{paper} {e['commit']} {e.get('claims')}: covers {covered}")
+    assert not stale, "\n".join(stale)
