@@ -4,7 +4,8 @@ Input is a `{figure}_runs.json` written by the workflow: the figure's title and 
 for every (series, seed), the run id and run directory. Nothing is searched for: the runs
 listed there are read, and a missing file is an error. Every number comes from the run's
 summary.json and metrics.jsonl (the headline model's rows: the first model in
-summary.json, the one its final/best metric describe).
+summary.json, the one its final/best metric describe); a run whose metrics.jsonl is not the
+one its summary records (`read_run`) is refused.
 
     python analysis/aggregate.py --runs R_runs.json --table R.csv --markdown R.md --curves R_curves.csv
 """
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from codist.runlog import atomic_write_text
+from codist.runlog import atomic_write_text, metrics_record
 
 # Per-run columns, in order; units are in the names (_s seconds, _bytes bytes).
 TABLE_COLUMNS = [
@@ -47,6 +48,28 @@ def read_metrics(path: str | os.PathLike) -> list[dict]:
                     raise ValueError(f"{path}:{number}: not a JSON metrics row ({e.msg}; a run cut while "
                                      f"writing?); rerun that run") from None
     return rows
+
+
+def read_run(run_dir: str | os.PathLike, run_id: str) -> tuple[dict, list[dict]]:
+    """(summary, metrics rows) of a finished run, checked: summary.json is run `run_id`, and its
+    record of metrics.jsonl (rows, last step, SHA-256, written by the run as it finished) matches
+    the file, so metrics a run did not finish with (an orphaned run's later rows, a copy from
+    another run) never reach a table or a figure. A mismatch is one line naming the file."""
+    run_dir = Path(run_dir)
+    summary = read_json(run_dir / "summary.json")
+    if summary["run_id"] != run_id:
+        raise ValueError(f"{run_dir}/summary.json is run {summary['run_id']}, expected {run_id}")
+    path = run_dir / "metrics.jsonl"
+    recorded = summary.get("metrics")
+    if recorded is None:
+        raise ValueError(f"{run_dir}/summary.json records no metrics (rows, last step, digest): written by "
+                         f"codist before the record; rerun that run")
+    rows = read_metrics(path)
+    found = metrics_record(path.read_bytes())
+    if found != recorded:
+        what = ", ".join(f"{k} {found[k]} (summary: {recorded.get(k)})" for k in found if found[k] != recorded.get(k))
+        raise ValueError(f"{path}: not the metrics its run finished with: {what}; rerun that run")
+    return summary, rows
 
 
 def headline_model(summary: dict) -> str:
@@ -88,13 +111,9 @@ def aggregate(manifest: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(per-run table, long curves table) for the runs `manifest` lists, in its order."""
     table, curves = [], []
     for entry in manifest["runs"]:
-        run_dir = Path(entry["run_dir"])
-        summary = read_json(run_dir / "summary.json")
-        if summary["run_id"] != entry["run_id"]:
-            raise ValueError(f"{run_dir}/summary.json is run {summary['run_id']}, expected {entry['run_id']}")
-        rows = read_metrics(run_dir / "metrics.jsonl")
+        summary, rows = read_run(entry["run_dir"], entry["run_id"])
         if not rows:
-            raise ValueError(f"{run_dir}/metrics.jsonl has no rows")
+            raise ValueError(f"{entry['run_dir']}/metrics.jsonl has no rows")
         table.append(run_row(entry, summary, rows))
         head = headline_model(summary)
         for r in rows:

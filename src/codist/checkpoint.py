@@ -90,14 +90,19 @@ def agreed_step(run: Path, run_id: str, rank: int, meter, device) -> int | None:
 
 
 def save(run: Path, step: int, run_id: str, rank: int, group_state: dict | None, rank_state: dict,
-         barrier) -> None:
-    """Every rank calls this at the same step; `barrier()` synchronises the ranks."""
+         barrier, check=None) -> None:
+    """Every rank calls this at the same step; `barrier()` synchronises the ranks. `check(path)`
+    before each file (train: the run's RunGuard) raises when the directory is no longer the run's."""
+    check = check or (lambda path: None)
     d = _dir(run, step)
     if group_state is not None:
+        check(d / f"group-{group_state['group']}.pt")
         atomic_torch_save({"run_id": run_id, "step": step, **group_state}, d / f"group-{group_state['group']}.pt")
+    check(d / f"rank-{rank}.pt")
     atomic_torch_save({"run_id": run_id, "step": step, **rank_state}, d / f"rank-{rank}.pt")
     barrier()
     if rank == 0:
+        check(run / "checkpoint" / "latest.json")
         atomic_write_json(run / "checkpoint" / "latest.json", {"step": step, "run_id": run_id})
         for old in (run / "checkpoint").glob("step-*"):   # keep only the newest
             if old.name != d.name:

@@ -21,9 +21,8 @@ import shutil
 from pathlib import Path
 
 from .config import ConfigError
-from .runlog import lock_error
+from .runlog import LOCK, lock_error
 
-LOCK = ".codist.lock"
 # what a run writes into its directory (beside these: the workflow's log lives elsewhere)
 RUN_FILES = ("summary.json", "metrics.jsonl", "manifest.json", "config.yaml", "hostfile")
 RUN_DIRS = ("checkpoint", ".ranks", "tensorboard", "logs")   # logs: per-rank stdout/stderr

@@ -5,7 +5,11 @@
 - tensorboard/<name>-seed<seed>/: the same rows as TensorBoard scalars (`tensorboard --logdir
   results/<scale>/runs`), tag `<key>/<model>` (val_accuracy/0, comm_bytes/G, ...) at x = the update,
   and the config as hyperparameters and text; rewritten with the rows when a run resumes.
-- summary.json: written last, only by a run that finished, so its presence means complete.
+- summary.json: written last, only by a run that finished, so its presence means complete; it
+  records metrics.jsonl's rows, last step and digest (`metrics_record`), which the analysis checks.
+- Every write into the directory is guarded (`RunGuard`): a run whose directory (or lock file,
+  or metrics.jsonl) was removed or replaced under it writes nothing more (`RunGone`), and an
+  OSError of a write names the file and the operation (`WriteError`).
 - manifest.json: resolved config, seed, git commit, package versions, hardware (CPU model, torch's CPU
   capability, BLAS, threads), launcher.
 - logs/rank<N>.log: each rank's stdout and stderr (when codist.launch started it).
@@ -27,6 +31,67 @@ from pathlib import Path
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
+LOCK = ".codist.lock"   # a run directory's lock file (codist.rundir); its presence marks a run directory
+
+
+class WriteError(OSError):
+    """A write into a run's directory failed (a full disk, say): the message names the file, the
+    operation and the error, in one line."""
+
+
+class RunGone(RuntimeError):
+    """This run's directory, its lock file or its metrics.jsonl was removed or replaced while it
+    ran (`rm -rf`, a rerun of its workflow job): the run writes nothing more. `directory`: whether
+    the directory itself is gone or another (False: only a file in it)."""
+
+    def __init__(self, message: str, directory: bool):
+        super().__init__(message)
+        self.directory = directory
+
+
+def _identity(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
+
+
+@contextlib.contextmanager
+def naming(path: str | os.PathLike, operation: str):
+    """An OSError inside becomes a WriteError naming `path` and `operation`."""
+    try:
+        yield
+    except OSError as e:
+        raise write_error(e, operation, path) from None
+
+
+class RunGuard:
+    """The run directory as this rank found it when it started: the directory's identity (device,
+    inode) and its lock file's, which this rank holds open so that its inode cannot be reused while
+    the run lives. `check(path)` before every write of metrics, checkpoints, models and the summary
+    raises RunGone when either changed or vanished, so a run never writes into a directory that is
+    no longer its own (another run's, or none)."""
+
+    def __init__(self, out: str | os.PathLike):
+        self.out = Path(out)
+        with naming(self.out / LOCK, "open"):
+            self.lock_fd = os.open(self.out / LOCK, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o666 & ~_UMASK)
+            self.ids = (_identity(os.stat(self.out)), _identity(os.fstat(self.lock_fd)))
+
+    def problem(self) -> str | None:
+        """Why the directory is no longer this run's, or None."""
+        for path, was, what in ((self.out, self.ids[0], self.out), (self.out / LOCK, self.ids[1], f"{self.out}'s {LOCK}")):
+            try:
+                now = _identity(os.stat(path))
+            except FileNotFoundError:
+                return f"{what} was removed while this run was writing to it"
+            except OSError as e:
+                return f"{path}: cannot check it ({e.strerror})"
+            if now != was:
+                return f"{what} was replaced while this run was writing to it"
+        return None
+
+    def check(self, path: str | os.PathLike) -> None:
+        why = self.problem()
+        if why:
+            raise RunGone(f"{why}; stopped before writing {Path(path).name}, nothing more written", directory=True)
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -45,20 +110,71 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write to a temp file in the same directory, fsync, then rename over `path`."""
+    _atomic(path, lambda f: f.write(data))
+
+
+def _atomic(path: str | os.PathLike, write) -> None:
+    """`write(f)` into a temp file in `path`'s directory, fsync, rename over `path`, fsync the
+    directory; an OSError is a WriteError naming `path` and the step, and leaves no temp file."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.fchmod(fd, 0o666 & ~_UMASK)   # mkstemp makes 0600; results are shared files
+    tmp, step = None, "create the folder of"
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        step = "create a temporary file for"
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.fchmod(fd, 0o666 & ~_UMASK)   # mkstemp makes 0600; results are shared files
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
+            step = "write"
+            sink = _Sink(f)
+            try:
+                write(sink)
+                f.flush()
+            except Exception:   # torch's zip writer hides the OSError of a full disk: raise that one
+                if sink.error is not None:
+                    raise sink.error from None
+                raise
+            step = "fsync"
             os.fsync(f.fileno())
+        step = "rename into place"
         os.replace(tmp, path)
+        tmp = None
+        step = "fsync the folder of"
         _fsync_dir(path.parent)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    except OSError as e:
+        raise write_error(e, step, path) from None
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+
+
+def write_error(e: OSError, operation: str, path: str | os.PathLike) -> WriteError:
+    """'cannot write PATH (ENOSPC: No space left on device)' as a WriteError (one already is kept)."""
+    if isinstance(e, WriteError):
+        return e
+    code = errno.errorcode.get(e.errno, e.errno) if e.errno else type(e).__name__
+    return WriteError(e.errno, f"cannot {operation} {path} ({code}: {e.strerror or e})")
+
+
+class _Sink:
+    """A file object that remembers the first OSError of its writes (torch.save calls `write`
+    from C++ and reports a failed one as 'unexpected pos ...', without the errno)."""
+
+    def __init__(self, f):
+        self.f, self.error = f, None
+
+    def write(self, data) -> int:
+        try:
+            return self.f.write(data)
+        except OSError as e:
+            self.error = self.error or e
+            raise
+
+    def flush(self) -> None:
+        try:
+            self.f.flush()
+        except OSError as e:
+            self.error = self.error or e
+            raise
 
 
 @contextlib.contextmanager
@@ -95,20 +211,7 @@ def atomic_torch_save(obj, path: str | os.PathLike) -> None:
     """torch.save to a temp file in the same directory, fsync, then rename over `path`: a crash
     leaves the old file or the new one, never a renamed file whose data never reached the disk."""
     import torch
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.fchmod(fd, 0o666 & ~_UMASK)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    _atomic(path, lambda f: torch.save(obj, f))
 
 
 def atomic_write_json(path: str | os.PathLike, obj) -> None:
@@ -119,24 +222,63 @@ class MetricsLog:
     """Appends JSON rows to metrics.jsonl; each row is one line, flushed and fsynced. Each row
     also goes to the TensorBoard event file under tensorboard/ beside it (flushed per row).
     `config`: the run's resolved config (codist.config.to_dict), which names the TensorBoard run
-    and is logged as its hyperparameters."""
+    and is logged as its hyperparameters. `guard`: the run's RunGuard, checked before every write.
+    The file is this log's own from `replace` on: an append never creates it, and one that finds it
+    removed or replaced (a rerun of the workflow job deleted it) raises RunGone instead of starting
+    a file that would hold only the later rows."""
 
-    def __init__(self, path: str | os.PathLike, config: dict | None = None):
+    def __init__(self, path: str | os.PathLike, config: dict | None = None, guard: RunGuard | None = None):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.events = TensorBoardLog(self.path.parent / "tensorboard", config)
+        self.guard = guard
+        self.identity = None   # the file `replace` wrote (None: appends may create it, as before)
 
     def append(self, row: dict) -> None:
-        with open(self.path, "a") as f:
-            f.write(json.dumps(row) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        if self.guard is not None:
+            self.guard.check(self.path)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | (0 if self.identity else os.O_CREAT)
+        try:
+            fd = os.open(self.path, flags, 0o666 & ~_UMASK)
+        except FileNotFoundError:
+            raise RunGone(f"{self.path} was removed while this run was writing it; stopped without "
+                          f"writing a summary", directory=False) from None
+        except OSError as e:
+            raise write_error(e, "open", self.path) from None
+        try:
+            if self.identity and _identity(os.fstat(fd)) != self.identity:
+                raise RunGone(f"{self.path} was replaced while this run was writing it; stopped without "
+                              f"writing a summary", directory=False)
+            with naming(self.path, "append a row to"):
+                data = rows_bytes([row])
+                if os.write(fd, data) != len(data):
+                    raise OSError(errno.EIO, "short write")
+                os.fsync(fd)
+        finally:
+            os.close(fd)
         self.events.add(row)
 
     def replace(self, rows: list[dict]) -> None:
         """Start the file over with `rows` (none for a fresh run; a checkpoint's for a resumed one)."""
-        atomic_write_text(self.path, "".join(json.dumps(r) + "\n" for r in rows))
+        if self.guard is not None:
+            self.guard.check(self.path)
+        atomic_write_bytes(self.path, rows_bytes(rows))
+        self.identity = _identity(os.stat(self.path))
         self.events.restart(rows)
+
+
+def metrics_record(data: bytes) -> dict:
+    """What summary.json records of metrics.jsonl's bytes: its rows, their last step and its
+    SHA-256, so that the analysis can tell the metrics a run finished with from any others."""
+    import hashlib
+    lines = [line for line in data.decode(errors="replace").splitlines() if line.strip()]
+    last = json.loads(lines[-1]).get("step") if lines else None
+    return {"rows": len(lines), "last_step": last, "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def rows_bytes(rows: list[dict]) -> bytes:
+    """metrics.jsonl's bytes for `rows`, as MetricsLog writes them."""
+    return "".join(json.dumps(r) + "\n" for r in rows).encode()
 
 
 def tensorboard_label(config: dict) -> str:

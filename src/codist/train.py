@@ -32,17 +32,20 @@ from .data import seed_rank_streams
 from .distributed import Topology, init, pick_device
 from .engine import deepspeed_config
 from .evaluation import Evaluator
-from .exits import EXIT_BAD_INPUT as EXIT_CONFIG, EXIT_DIVERGED, EXIT_PREEMPTED  # noqa: F401  (codist.exits: once)
+from .exits import EXIT_BAD_INPUT as EXIT_CONFIG, EXIT_DIVERGED, EXIT_FAILED, EXIT_PREEMPTED  # noqa: F401  (codist.exits: once)
 from .heartbeat import Heartbeat
-from .owner import owner_gone
+from .owner import owner_gone, start_ticks
 from .progress import Progress
 from .rank_env import rank_threads
-from .runlog import (MetricsLog, atomic_torch_save, atomic_write_bytes, atomic_write_json, git_state, hardware,
-                     package_versions, tee_rank_output)
+from .runlog import (MetricsLog, RunGone, RunGuard, WriteError, atomic_torch_save, atomic_write_bytes,
+                     atomic_write_json, git_state, hardware, metrics_record, package_versions, rows_bytes,
+                     tee_rank_output)
 from .workloads import build_workload
 
 
 STOP_CHECK_EVERY = 10   # updates between the ranks' agreement on a stop signal (one tiny all-reduce)
+JOB_OWNER = "CODIST_JOB_OWNER"   # "<pid>:<start ticks>": the workflow process whose job started this run
+GO_ON, STOP, LOST = 0, 1, 2      # what the ranks agree on: train on, checkpoint and stop, stop writing nothing
 
 
 def parse_args(argv=None):
@@ -53,7 +56,10 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def write_manifest(cfg, out: Path, topo, threads: int, device, resumed_from: int | None) -> None:
+def write_manifest(cfg, out: Path, topo, threads: int, device, resumed_from: int | None,
+                   guard: RunGuard | None = None) -> None:
+    if guard is not None:
+        guard.check(out / "manifest.json")
     atomic_write_json(out / "manifest.json", {
         "run_id": cfg.run_id(),
         "name": cfg.name,
@@ -77,26 +83,44 @@ def write_manifest(cfg, out: Path, topo, threads: int, device, resumed_from: int
     })
 
 
+def job_gone() -> bool:
+    """True when the workflow process named in CODIST_JOB_OWNER (workflows/common.smk: the
+    snakemake whose job ran `codist run`) no longer runs; False when none is named."""
+    pid, _, ticks = os.environ.get(JOB_OWNER, "").partition(":")
+    return pid.isdigit() and ticks.isdigit() and start_ticks(pid) != int(ticks)
+
+
 class StopFlag:
     """SIGTERM / SIGUSR1 (SLURM preemption) ask the run to checkpoint and exit; so does the end
-    of the `codist run` that started the ranks (codist.owner). The ranks agree on it with one
-    tiny all-reduce every STOP_CHECK_EVERY updates, so they all stop after the same update."""
+    of the `codist run` that started the ranks (codist.owner) or of the workflow whose job started
+    it (a kill -9 of snakemake: its rerun would delete this run's outputs and start it again). A
+    run directory that is no longer this run's (`RunGuard`) stops it without a checkpoint. The
+    ranks agree with one tiny all-reduce every STOP_CHECK_EVERY updates, so they all stop after the
+    same update."""
 
-    def __init__(self):
-        self.raised = 0
+    def __init__(self):   # (no arguments: codist.fork_launcher subclasses it; set_up sets `guard`)
+        self.raised, self.guard, self.why = GO_ON, None, None
         for sig in (signal.SIGTERM, signal.SIGUSR1):
             signal.signal(sig, self._handler)
 
     def _handler(self, signum, frame):
-        self.raised = 1
+        self.raised = max(self.raised, STOP)
 
-    def agreed(self, meter, device: torch.device) -> bool:
-        if not self.raised and owner_gone():
+    def agreed(self, meter, device: torch.device) -> int:
+        """GO_ON, STOP or LOST, the same on every rank (the highest any rank raised)."""
+        if self.raised == GO_ON and owner_gone():
             print("codist: the codist run that started this rank is gone; stopping", file=sys.stderr)
-            self.raised = 1
+            self.raised = STOP
+        if self.raised == GO_ON and job_gone():
+            print(f"codist: the workflow job that started this run is gone (pid {os.environ[JOB_OWNER].split(':')[0]}); "
+                  f"stopping", file=sys.stderr)
+            self.raised = STOP
+        self.why = self.guard.problem() if self.guard is not None else None
+        if self.why:
+            self.raised = LOST
         flag = torch.tensor([self.raised], dtype=torch.int32, device=device)   # NCCL: on the GPU
         meter.all_reduce(flag, op=torch.distributed.ReduceOp.MAX, category="control")
-        return bool(flag.item())
+        return int(flag.item())
 
 
 class LossSums:
@@ -143,6 +167,7 @@ class Run:
     threads: int
     device: torch.device
     launched: float   # when `codist run` launched the job (unix time)
+    guard: RunGuard | None = None                   # the run directory as this rank found it
     timers: dict = field(default_factory=lambda: {"train_s": 0.0, "eval_s": 0.0, "loss_sum": 0.0, "loss_n": 0})
     rows: list = field(default_factory=list)        # every metrics row so far (checkpointed with the run)
     history: dict = field(default_factory=dict)     # model -> its rows (for the summary)
@@ -164,11 +189,23 @@ def main(argv=None) -> int:
     """set up, resume, train, finish: each a function below."""
     tee_rank_output()   # RUN/logs/rank<N>.log, when codist.launch started this rank
     run = set_up(parse_args(argv))
-    resume(run)
-    code = train_loop(run)
-    if code is None:
-        finish(run)
+    try:
+        resume(run)
+        code = train_loop(run)
+        if code is None:
+            finish(run)
+    except (RunGone, WriteError) as e:
+        return stopped(run, e)
     return code or 0
+
+
+def stopped(run: Run, e: RunGone | WriteError) -> int:
+    """A write that must not happen (RunGone) or could not (WriteError, a full disk): one line, no
+    summary, EXIT_FAILED. A directory that is another's now gets no rank report either."""
+    print(f"codist: rank {run.topo.rank}: {e}", file=sys.stderr)
+    if not getattr(e, "directory", False):
+        run.heartbeat.write({"state": "error", "error": str(e)})
+    return EXIT_FAILED
 
 
 def check_world_size(cfg: RunConfig) -> None:
@@ -194,7 +231,9 @@ def set_up(args) -> Run:
     device, backend = pick_device(cfg.launch.device)
     configure_backends(device, cfg.train.tf32)   # cuDNN autotuning and TF32 on a GPU
     check_world_size(cfg)
+    guard = RunGuard(out)   # before anything is written: the directory this run writes into
     stop = StopFlag()
+    stop.guard = guard
     topo = init(cfg.parallel.models, backend, timeout_s=cfg.launch.collective_timeout_s)
     heartbeat = Heartbeat(out, topo.rank, topo.world_size, cfg.launch.hang_timeout_s)   # beats while preparing
     meter = CommMeter(topo.rank, topo.model_of(), device)   # checks every collective's tensors are on `device`
@@ -206,9 +245,9 @@ def set_up(args) -> Run:
     stream = algo.train_stream()
     evaluate = Evaluator(ctx, algo)
     seed_rank_streams(cfg.seed, topo.model_index, topo.dp_rank, algo.shared_init)   # ranks would augment alike
-    log = MetricsLog(out / "metrics.jsonl", config_mod.to_dict(cfg))   # the config names its TensorBoard run
+    log = MetricsLog(out / "metrics.jsonl", config_mod.to_dict(cfg), guard)   # the config names its TensorBoard run
     return Run(cfg, out, topo, meter, workload, algo, stream, evaluate, log, heartbeat,
-               stop, threads, device, launched=float(os.environ.get("CODIST_LAUNCH_UNIX", t_process)))
+               stop, threads, device, launched=float(os.environ.get("CODIST_LAUNCH_UNIX", t_process)), guard=guard)
 
 
 def resume(run: Run) -> None:
@@ -230,9 +269,11 @@ def resume(run: Run) -> None:
         run.resume_load_s = time.perf_counter() - t_load
     torch.distributed.barrier()   # every rank has read the checkpoint before rank 0 touches files
     if run.lead:
+        if run.guard is not None:
+            run.guard.check(out / "summary.json")
         (out / "summary.json").unlink(missing_ok=True)
         run.log.replace(run.rows)
-        write_manifest(cfg, out, topo, run.threads, run.device, resumed_from=start)
+        write_manifest(cfg, out, topo, run.threads, run.device, resumed_from=start, guard=run.guard)
     for row in run.rows:
         run.history.setdefault(row["model"], []).append(row)
     run.start = start or 0
@@ -248,7 +289,7 @@ def save_checkpoint(run: Run, done: int) -> None:
     checkpoint.save(run.out, done, run.cfg.run_id(), topo.rank, group_state,
                     {**checkpoint.rng_state(run.device), "meter": run.meter.as_tensor(), "timers": timers,
                      "rows": json.dumps(run.rows), "algorithm": run.algo.rank_checkpoint_state()},
-                    barrier=lambda: run.meter.barrier())
+                    barrier=lambda: run.meter.barrier(), check=run.guard.check if run.guard else None)
     timers["checkpoint_s"] = timers.get("checkpoint_s", 0.0) + time.perf_counter() - t0
     timers["checkpoints"] = timers.get("checkpoints", 0) + 1
 
@@ -282,7 +323,11 @@ def train_loop(run: Run, until: int | None = None) -> int | None:
             if code is not None:
                 return code
         progress.step()
-        if done < steps and done % STOP_CHECK_EVERY == 0 and run.stop.agreed(run.meter, run.device):
+        agreed = done < steps and done % STOP_CHECK_EVERY == 0 and run.stop.agreed(run.meter, run.device)
+        if agreed == LOST:   # every rank stops here, none writes a checkpoint into what is not its directory
+            raise RunGone(f"{run.stop.why or 'the run directory was removed or replaced (another rank saw it)'}; "
+                          f"stopped after update {done}, nothing more written", directory=True)
+        if agreed:
             save_checkpoint(run, done)
             if run.lead:
                 print(f"codist: stopped by signal after update {done}; checkpoint written, rerun to resume",
@@ -345,19 +390,38 @@ def finish(run: Run) -> None:
     models = run.algo.eval_models()   # on every rank: some algorithms gather models here
     if topo.dp_rank == 0:   # one copy per model, from its group's first rank
         for name, model in models.items():
+            if run.guard is not None:
+                run.guard.check(run.out / f"model_{name}.pt")
             if cfg.train.save_model:
                 atomic_torch_save(model.state_dict(), run.out / f"model_{name}.pt")
             write_predictions(run, name, model)
     totals = job_traffic(meter, run.device)
     if run.lead:
         setup_s = (run.first_step_unix - run.launched) if run.first_step_unix else None
-        atomic_write_json(run.out / "summary.json", summary(
+        record = written_metrics(run)
+        atomic_write_json(run.out / "summary.json", {**summary(
             cfg, run.workload, run.history, totals, topo, cfg.train.steps, run.per_model_batch, run.timers,
             setup_s=setup_s, elapsed_s=time.time() - run.launched, resumed_from=run.start,
-            resume_load_s=run.resume_load_s))
+            resume_load_s=run.resume_load_s), "metrics": record})
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
     run.heartbeat.finish()
+
+
+def written_metrics(run: Run) -> dict:
+    """metrics.jsonl's record for the summary (runlog.metrics_record), after checking that the file
+    holds exactly the rows this run logged: a run never writes a summary over metrics it did not write."""
+    path = run.out / "metrics.jsonl"
+    if run.guard is not None:
+        run.guard.check(run.out / "summary.json")
+    try:
+        found = path.read_bytes()
+    except FileNotFoundError:
+        found = None
+    if found != rows_bytes(run.rows):
+        raise RunGone(f"{path} {'was removed' if found is None else 'does not hold the rows this run logged'}; "
+                      f"stopped without writing a summary", directory=False)
+    return metrics_record(found)
 
 
 def job_traffic(meter: CommMeter, device: torch.device) -> torch.Tensor:

@@ -1,0 +1,118 @@
+"""Runs that cannot be mixed up (issue 26 item 2), against real `codist run` processes: a run
+whose directory or metrics.jsonl is removed or replaced while it trains stops without a summary,
+in one line; summary.json records metrics.jsonl (rows, last step, SHA-256), and aggregation
+refuses metrics that are not the ones a run finished with, naming the file."""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, TINY, deep_update, launch_run, read_rows, start_cli_run
+
+sys.path.insert(0, str(ROOT / "analysis"))
+import aggregate  # noqa: E402
+
+LONG = deep_update(TINY, {"train": {"steps": 4000, "eval_every": 2}})   # never reaches its end here
+
+
+def wait_for_rows(run: Path, proc, n: int = 1, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        path = run / "metrics.jsonl"
+        if path.exists() and len(path.read_text().splitlines()) >= n:
+            return
+        assert proc.poll() is None, proc.communicate()[0]
+        time.sleep(0.05)
+    raise AssertionError(f"no {n} rows in {run} after {timeout} s")
+
+
+def stopped(proc, timeout: float = 120) -> tuple[int, str]:
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except Exception:
+        proc.kill()
+        raise
+    return proc.returncode, out
+
+
+def test_removed_metrics_stop_the_run_without_a_summary(tmp_path):
+    """What Snakemake does to a live orphan's outputs before rerunning its job: the run must not
+    start a new metrics.jsonl holding only its later rows, nor write a summary."""
+    run = tmp_path / "run"
+    proc = start_cli_run(LONG, tmp_path, run)
+    wait_for_rows(run, proc, 2)
+    (run / "metrics.jsonl").unlink()
+    rc, out = stopped(proc)
+    assert rc == 1, out
+    assert f"{run / 'metrics.jsonl'} was removed while this run was writing it" in out, out
+    assert not (run / "metrics.jsonl").exists() and not (run / "summary.json").exists(), out
+
+
+@pytest.mark.parametrize("eval_every", [2, 4000], ids=["at-an-evaluation", "at-the-stop-check"])
+def test_a_replaced_directory_gets_nothing_more(tmp_path, eval_every):
+    """The directory moved away and a new one made at its path (another run's, say): the run writes
+    no metrics, checkpoint or summary into either. Without evaluations to log, the ranks notice it
+    at their stop-signal agreement (every 10 updates) and stop there together."""
+    run, moved = tmp_path / "run", tmp_path / "moved"
+    cfg = deep_update(LONG, {"train": {"eval_every": eval_every, "checkpoint_every": 10}})
+    proc = start_cli_run(cfg, tmp_path, run)
+    if eval_every == 2:
+        wait_for_rows(run, proc, 2)
+    else:
+        deadline = time.monotonic() + 120
+        while not (run / "checkpoint" / "latest.json").exists():
+            assert time.monotonic() < deadline and proc.poll() is None, "no checkpoint"
+            time.sleep(0.05)
+    run.rename(moved)
+    run.mkdir()
+    rc, out = stopped(proc)
+    assert rc == 1, out
+    assert f"{run} was replaced while this run was writing to it" in out, out
+    if eval_every != 2:
+        assert "stopped after update" in out, out
+    assert not {p.name for p in run.iterdir()} & {"metrics.jsonl", "summary.json", "checkpoint", "manifest.json"}
+    assert not (moved / "summary.json").exists()
+
+
+def runs_json(tmp_path: Path, run: Path) -> dict:
+    summary = json.loads((run / "summary.json").read_text())
+    return {"runs": [{"series": "s", "seed": 0, "run_id": summary["run_id"], "run_dir": str(run)}]}
+
+
+def test_summary_records_the_metrics_and_aggregation_checks_them(tmp_path):
+    run = launch_run(tmp_path / "run", {"train": {"steps": 6, "eval_every": 2}})
+    data = (run / "metrics.jsonl").read_bytes()
+    rows = read_rows(run)
+    assert json.loads((run / "summary.json").read_text())["metrics"] == {
+        "rows": 3, "last_step": 6, "sha256": hashlib.sha256(data).hexdigest()}
+    assert [r["step"] for r in rows] == [2, 4, 6]
+    manifest = runs_json(tmp_path, run)
+    table, curves = aggregate.aggregate(manifest)
+    assert len(curves) == 3 and table["final_metric"].tolist() == [rows[-1]["val_accuracy"]]
+
+    good = data
+    (run / "metrics.jsonl").write_bytes(b"".join(good.splitlines(keepends=True)[1:]))   # a truncated curve
+    with pytest.raises(ValueError, match=rf"^{run / 'metrics.jsonl'}: not the metrics its run finished with: "
+                                         r"rows 2 \(summary: 3\), sha256 "):
+        aggregate.aggregate(manifest)
+
+    (run / "metrics.jsonl").write_bytes(good.replace(b'"step": 6', b'"step": 8'))   # same rows, other numbers
+    with pytest.raises(ValueError, match=r"last_step 8 \(summary: 6\), sha256 "):
+        aggregate.aggregate(manifest)
+
+    (run / "metrics.jsonl").write_bytes(good[:-5])   # a cut last line: the file and line, before the record
+    with pytest.raises(ValueError, match=rf"^{run / 'metrics.jsonl'}:3: not a JSON metrics row"):
+        aggregate.aggregate(manifest)
+
+    (run / "metrics.jsonl").write_bytes(good)
+    summary = json.loads((run / "summary.json").read_text())
+    del summary["metrics"]
+    (run / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(ValueError, match=rf"^{run / 'summary.json'} records no metrics"):
+        aggregate.aggregate(manifest)
