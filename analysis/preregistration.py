@@ -298,7 +298,7 @@ def row_note(rec: Record, entries: list[dict]) -> str:
     for c in rec.after_results:
         why = "; ".join(e["why"] for e in declared_for(entries, rec.claim, c)) or "NOT DECLARED"
         parts.append(f"{c[:7]} ({rec.changes[c]}): {why}")
-    return " | ".join(parts)
+    return " // ".join(parts)
 
 
 def status_text(rec: Record) -> str:
