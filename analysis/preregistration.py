@@ -184,6 +184,8 @@ class History:
     def __init__(self, paper_file: Path, scale: str = "embedded"):
         paper_file = Path(paper_file).resolve()
         self.root = Path(_git(paper_file.parent, "rev-parse", "--show-toplevel").strip())
+        if _git(self.root, "rev-parse", "--is-shallow-repository").strip() == "true":
+            raise GitHistoryError(f"{self.root}: a shallow clone holds only part of the design history")
         self.rel = paper_file.relative_to(self.root).as_posix()
         self.presets_dir = paper_file.parent.parent
         self.scale = scale

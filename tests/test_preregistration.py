@@ -139,6 +139,19 @@ def test_the_claims_table_carries_the_design_columns(repo, tmp_path):
     assert row["changed_after_results"] == f"{changed[:7]} (at_least): because"
 
 
+def test_without_the_whole_history_no_design_is_claimed(repo, tmp_path_factory):
+    repo.commit(spec())
+    repo.commit(results="series,seed\n")
+    elsewhere = tmp_path_factory.mktemp("elsewhere")   # outside the repository's tree
+    shallow = elsewhere / "shallow"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{repo.root}", str(shallow)], check=True)
+    assert pr.records(shallow / "replications" / "toy" / "experiments.yaml") == {}
+    plain = elsewhere / "plain" / "replications" / "toy"     # not a checkout at all (an unpacked archive)
+    plain.mkdir(parents=True)
+    plain.joinpath("experiments.yaml").write_text(repo.paper.read_text())
+    assert pr.records(plain / "experiments.yaml") == {}
+
+
 @pytest.mark.parametrize("entry, message", [
     ({"commit": "7e95398"}, "expected keys commit, why"),
     ({"commit": "7e95", "why": "x"}, "commit: at least 7 hex digits"),
