@@ -14,10 +14,10 @@ the same way; `CODIST_PLUGINS` (comma-separated module names) makes every proces
 from __future__ import annotations
 
 import importlib
-import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..workloads import schema
 from ..workloads.schema import SectionRegistry
 from .sections import AlgorithmSection
 
@@ -79,8 +79,7 @@ def load_plugins() -> None:
     """Import the modules named in `CODIST_PLUGINS` (comma-separated). `codist.config` calls this
     once it is complete, so a plugin may import anything of codist's."""
     _REGISTRY.load()
-    for module in filter(None, (m.strip() for m in os.environ.get("CODIST_PLUGINS", "").split(","))):
-        importlib.import_module(module)
+    schema.load_plugins()
 
 
 def spec(name: str) -> AlgorithmSpec:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, NamedTuple
 
-from .schema import SectionRegistry, WorkloadSection
+from .schema import SectionRegistry, WorkloadSection, load_plugins
 
 
 class DataNeeds(NamedTuple):
@@ -54,18 +54,18 @@ class WorkloadSpec:
     throughput: str | Path | None = None
 
     def workload_class(self) -> type:
-        return _resolve(self.workload, f"{__name__}.")
+        return _resolve(self.workload)
 
     def check_function(self) -> Callable | None:
-        return None if self.data_check is None else _resolve(self.data_check, "")
+        return None if self.data_check is None else _resolve(self.data_check)
 
 
-def _resolve(ref: str | Callable, prefix: str):
-    """A "module:name" reference (a module without a dot is one of `prefix`'s) or the object itself."""
+def _resolve(ref: str | Callable):
+    """A "module:name" reference (imported now) or the object itself."""
     if not isinstance(ref, str):
         return ref
     module, name = ref.split(":")
-    return getattr(importlib.import_module(module if "." in module else prefix + module), name)
+    return getattr(importlib.import_module(module), name)
 
 
 _REGISTRY = SectionRegistry("workload", WorkloadSection, __name__, WorkloadSpec)
@@ -76,8 +76,10 @@ on_change = _REGISTRY.on_change
 
 
 def spec(name: str) -> WorkloadSpec:
-    """Workload `name`'s registration; one line if there is none (CODIST_PLUGINS imports plugins'
-    modules wherever `codist.config` is imported)."""
+    """Workload `name`'s registration: the built-ins' and the CODIST_PLUGINS modules' (imported here
+    when needed, for readers outside a run: the analysis); one line if there is none."""
+    if name not in specs():
+        load_plugins()
     if name not in specs():
         raise KeyError(f"workload {name!r} is not registered (known: {', '.join(sorted(specs()))}; a plugin's "
                        f"module must be in CODIST_PLUGINS)")

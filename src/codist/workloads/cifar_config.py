@@ -79,7 +79,7 @@ def data_needs(w: CifarConfig, root: Path) -> DataNeeds:
     return DataNeeds([base], [base / name for name in train + test], layout_text(w.dataset))
 
 
-register("cifar", CifarConfig, "cifar:CifarWorkload",
+register("cifar", CifarConfig, "codist.workloads.cifar:CifarWorkload",
          metrics={"val_loss": False, "val_accuracy": True, "error_pct": False},
          data_needs=data_needs, data_check="codist.datacheck:check_cifar",
          throughput_model=lambda w: f"cifar_{w.arch}")

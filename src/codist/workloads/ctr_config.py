@@ -133,7 +133,7 @@ def data_needs(w: CtrConfig, root: Path) -> DataNeeds:
     return DataNeeds([], [root / f for f in (w.train_file, w.val_file) if f], CRITEO_LAYOUT)
 
 
-register("ctr", CtrConfig, "ctr:CtrWorkload",
+register("ctr", CtrConfig, "codist.workloads.ctr:CtrWorkload",
          metrics={"val_log_loss": False, "val_loss": False, "val_accuracy": True, "val_pred_ctr": None,
                   "val_ctr": None, "val_bayes_gap": False},
          data_needs=data_needs, data_check="codist.datacheck:check_criteo",

@@ -53,7 +53,7 @@ def data_needs(w: ImagenetConfig, root: Path) -> DataNeeds:
     return DataNeeds([root / "train", root / "val"], [], IMAGEFOLDER_LAYOUT)
 
 
-register("imagenet", ImagenetConfig, "imagenet:ImagenetWorkload",
+register("imagenet", ImagenetConfig, "codist.workloads.imagenet:ImagenetWorkload",
          metrics={"val_loss": False, "val_accuracy": True, "error_pct": False},
          data_needs=data_needs, data_check="codist.datacheck:check_imagefolder",
          throughput_model=lambda w: w.arch)

@@ -127,7 +127,7 @@ def data_needs(w: LmConfig, root: Path) -> DataNeeds:
                      None if shards else f"workload.data_dir: {str(root)!r} holds no text shards; expected {TEXT_LAYOUT}")
 
 
-register("lm", LmConfig, "lm:LmWorkload",
+register("lm", LmConfig, "codist.workloads.lm:LmWorkload",
          metrics={"val_loss": False, "val_ppl": False, "val_bayes_gap": False},
          data_needs=data_needs, data_check="codist.datacheck:check_text",
          throughput_model=lambda w: "lstm_lm", units_per_sample=lambda w, table: float(w.seq_len))   # tokens

@@ -73,7 +73,11 @@ LOGGED = _Logged()
 
 
 def higher_is_better(metric: str) -> bool:
-    """The metric's direction; a metric without one (a count, a rate) is an error to compare."""
+    """The metric's direction; a metric without one (a count, a rate) is an error to compare. A
+    metric no registration names yet may be a CODIST_PLUGINS workload's: those are imported first."""
+    if metric not in DIRECTIONS:
+        from .schema import load_plugins
+        load_plugins()
     if DIRECTIONS.get(metric) is None:
         have = sorted(k for k, v in DIRECTIONS.items() if v is not None)
         raise ValueError(f"metric {metric!r} has no better direction; comparable metrics: {have}")

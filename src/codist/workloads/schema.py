@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 from typing import Annotated, Any, Callable, ClassVar, Union
 
@@ -26,6 +27,13 @@ class WorkloadSection(BaseModel):
     #: the model is convolutional: on a GPU it is kept in channels_last (NHWC), which cuDNN's
     #: convolutions run fastest in, especially under bf16/fp16 (codist.cuda_defaults)
     convnet: ClassVar[bool] = False
+
+
+def load_plugins() -> None:
+    """Import the modules named in `CODIST_PLUGINS` (comma-separated): their registrations
+    (algorithms, workloads) join the built-ins'."""
+    for module in filter(None, (m.strip() for m in os.environ.get("CODIST_PLUGINS", "").split(","))):
+        importlib.import_module(module)
 
 
 class SectionRegistry:

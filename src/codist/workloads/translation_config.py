@@ -142,7 +142,7 @@ def target_tokens_per_sentence(w: TranslationConfig, table) -> float:
     return float(table.translation[pair]["target_tokens_per_sentence"])
 
 
-register("translation", TranslationConfig, "translation:TranslationWorkload",
+register("translation", TranslationConfig, "codist.workloads.translation:TranslationWorkload",
          metrics={"val_nll": False, "val_loss": False, "val_nll_bits": False, "val_ppl": False,
                   "val_token_accuracy": True, "val_bleu": True},
          data_needs=data_needs, data_check="codist.datacheck:check_fairseq",
