@@ -33,8 +33,8 @@ import math
 import numpy as np
 import pandas as pd
 
-import stats
-from figure_data import finals, higher_is_better, metric_column, model_rows, series_model
+from analysis import stats
+from analysis.figure_data import finals, higher_is_better, metric_column, model_rows, series_model
 
 CONFIG_QUANTITIES = ("epochs", "round_epochs", "rounds", "period_fraction", "lr_wd_sum")
 
