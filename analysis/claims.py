@@ -62,13 +62,13 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-import comm_identity
-import preregistration
-import regime
-import stats
+from analysis import comm_identity
+from analysis import preregistration
+from analysis import regime
+from analysis import stats
 from codist.runlog import atomic_write_text
-from figure_data import finals, higher_is_better, series_model
-from schema import MEASURES, Claim, parse
+from analysis.figure_data import finals, higher_is_better, series_model
+from analysis.schema import MEASURES, Claim, parse
 
 MIN_SEEDS = stats.MIN_SEEDS
 COLUMNS = ["paper", "id", "claim", "source", "basis", "comparison", "measure", "metric", "n", "effect_mean",
