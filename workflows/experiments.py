@@ -57,8 +57,7 @@ from codist.launch import cluster_resources, threads_per_rank
 from codist.workloads.metrics import LOGGED
 
 # the experiments-file schema lives with the analysis that also reads it
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analysis"))
-from schema import SpecError, check_references, parse  # noqa: E402
+from analysis.schema import SpecError, check_references, parse  # noqa: E402
 
 # figure kind -> the script (relative to the repository root) that draws it
 KINDS = {"curves": "analysis/plot_curves.py", "table": "analysis/plot_table.py",
