@@ -37,9 +37,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "workflows"))
-sys.path.insert(0, str(ROOT / "analysis"))
-from experiments import Plan, load_plan  # noqa: E402
+from workflows.experiments import Plan, load_plan  # noqa: E402
 
 from codist.algorithms import registry as algorithm_registry  # noqa: E402
 from codist.config import ConfigError, RunConfig, to_dict, validate  # noqa: E402
