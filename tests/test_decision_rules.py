@@ -1,6 +1,7 @@
-"""analysis/stats.py's decision rules pinned on both sides of each boundary. Every expected number
-is derived by hand here (t quantiles from tables, standard errors written out), never by calling
-the function under test."""
+"""The claims analysis' decision rules pinned on both sides of each boundary (analysis/stats.py's
+intervals, verdicts and margins, analysis/regime.py's gate quantities). Every expected number is
+derived by hand here (t quantiles from tables, standard errors written out), never by calling the
+function under test."""
 from __future__ import annotations
 
 import math
@@ -12,7 +13,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "analysis"))
+import regime  # noqa: E402
 import stats  # noqa: E402
+from test_regime import CLAIM, IMG, MANIFEST, measure_on  # noqa: E402
+from test_regime import curves as regime_curves  # noqa: E402
 
 # one-sided t quantiles with 2 and 4 degrees of freedom (tables)
 T95_2, T90_2, T80_2 = 2.91998558, 1.88561808, 1.06066017
@@ -168,3 +172,141 @@ def test_margin_needed_from_a_measured_sd():
     assert stats.t_quantile(3) == pytest.approx(T95_2, abs=1e-7) and stats.t_quantile(5) == pytest.approx(T95_4, abs=1e-7)
     assert stats.t_quantile(3, 0.90) == pytest.approx(T90_2, abs=1e-7)
     assert stats.t_quantile(3, 0.80) == pytest.approx(T80_2, abs=1e-7)
+
+
+# ------------------------------------------------------------------ exact boundaries (hand-made intervals)
+def interval(low, high, n=3):
+    return stats.Interval(n, (low + high) / 2, 0.1, low, high, "by hand")
+
+
+def test_at_least_is_strict_at_both_bounds():
+    # effect > t: a lower bound equal to t does not show it; an upper bound equal to t does not refute it
+    assert stats.decide(interval(0.5, 0.9), 0.0, at_least=0.5)[0] == "inconclusive"
+    assert stats.decide(interval(0.5 + 2 ** -20, 0.9), 0.0, at_least=0.5)[0] == "holds"
+    assert stats.decide(interval(0.1, 0.5), 0.0, at_least=0.5)[0] == "inconclusive"
+    assert stats.decide(interval(0.1, 0.5 - 2 ** -20), 0.0, at_least=0.5)[0] == "does not hold"
+
+
+def test_within_is_a_closed_band_and_outside_is_strict():
+    # neutral 1, w 0.25: the band [0.75, 1.25] (exact in binary); bounds on its edges lie inside it
+    assert stats.decide(interval(0.75, 1.25), 1.0, within=0.25)[0] == "holds"
+    assert stats.decide(interval(0.75 - 2 ** -20, 1.25), 1.0, within=0.25)[0] == "inconclusive"
+    assert stats.decide(interval(0.75, 1.25 + 2 ** -20), 1.0, within=0.25)[0] == "inconclusive"
+    # an interval touching the band from outside is not outside it
+    assert stats.decide(interval(1.25, 1.5), 1.0, within=0.25)[0] == "inconclusive"
+    assert stats.decide(interval(1.25 + 2 ** -20, 1.5), 1.0, within=0.25)[0] == "does not hold"
+    assert stats.decide(interval(0.5, 0.75), 1.0, within=0.25)[0] == "inconclusive"
+    assert stats.decide(interval(0.5, 0.75 - 2 ** -20), 1.0, within=0.25)[0] == "does not hold"
+
+
+def test_three_seeds_decide_and_two_do_not_whatever_the_bounds():
+    for kw in ({}, {"within": 0.25}):
+        assert stats.decide(interval(0.9, 1.1, n=2), 1.0 if kw else 0.0, **kw)[0] == "inconclusive"
+        assert stats.decide(interval(0.9, 1.1, n=3), 1.0 if kw else 0.0, **kw)[0] == "holds"
+
+
+# ------------------------------------------------------------------ what an interval says it is
+def test_one_seed_has_no_interval_and_an_infinite_quantile():
+    assert stats.t_quantile(1) == math.inf and stats.t_quantile(0) == math.inf
+    iv = stats.t_interval([0.4])
+    assert iv.n == 1 and iv.mean == 0.4 and math.isnan(iv.sd) and math.isnan(iv.low) and math.isnan(iv.high)
+    assert iv.method == "one-sided t (needs 2 seeds)"
+    assert stats.upper_bound_interval(pd.Series([0.4])).method == "one-sided t (needs 2 seeds)"
+    iv = stats.t_interval([])
+    assert iv.n == 0 and math.isnan(iv.mean)
+
+
+def test_methods_name_the_degrees_of_freedom():
+    # 3 seeds: t(0.95, 2) = 2.92; 5 seeds: t(0.95, 4) = 2.13
+    assert stats.t_interval([1, 2, 3]).method == "one-sided t, t(0.95, 2) = 2.92"
+    assert stats.upper_bound_interval(pd.Series([1, 2, 3, 4, 5])).method == (
+        "one-sided t upper bound on censored upper bounds, t(0.95, 4) = 2.13")
+    iv = stats.jackknife_interval({("0", "1"): 0.10, ("0", "2"): 0.11, ("1", "2"): 0.12})
+    assert iv.method == "seed-level jackknife, t(0.95, 2) = 2.92"
+
+
+def test_jackknife_needs_every_seed_left_out_once():
+    # seed 0 is in both pairs: leaving it out leaves no pair, so its leave-one-out value is missing
+    iv = stats.jackknife_interval({("0", "1"): 0.10, ("0", "2"): 0.11})
+    assert iv.n == 3 and iv.mean == pytest.approx(0.105)
+    assert math.isnan(iv.low) and math.isnan(iv.high) and iv.method == "seed-level jackknife (needs 3 seeds)"
+    iv = stats.jackknife_interval({("0", "1"): 0.10})    # two seeds
+    assert iv.n == 2 and math.isnan(iv.sd) and math.isnan(iv.low)
+    assert math.isnan(stats.jackknife_interval({}).mean)
+
+
+def test_seed_pairs_split_at_the_first_dash():
+    assert stats.seed_pairs({"0-1": 0.1, "10-2": 0.2}) == {("0", "1"): 0.1, ("10", "2"): 0.2}
+
+
+def test_the_validation_floor_of_a_difference_by_default():
+    # two accuracies on 1,000 examples, p = 0.5: variance 2 x 0.25 / 1000
+    assert stats.val_set_sd(1000) == pytest.approx(math.sqrt(0.5 / 1000), rel=1e-12)
+    assert stats.val_set_sd(1000, p=0.9) == pytest.approx(math.sqrt(2 * 0.09 / 1000), rel=1e-12)
+
+
+# ------------------------------------------------------------------ the regime gate's quantities
+def speed_curves(metric, a, b_by_seed):
+    """Evaluations at steps 10, 20, 30 of series a (the same every seed) and b (one list per seed)."""
+    rows = []
+    for seed, bv in enumerate(b_by_seed):
+        for step, va, vb in zip((10, 20, 30), a, bv):
+            rows.append({"series": "a", "seed": seed, "model": "0", "step": step, metric: va})
+            rows.append({"series": "b", "seed": seed, "model": "0", "step": step, metric: vb})
+    return pd.DataFrame(rows)
+
+
+def test_speedup_target_best_or_final_of_the_baseline():
+    # b's best is 0.5 at step 20 (seed 0) and 0.45 (seed 1), its final 0.4 on both
+    table = speed_curves("val_accuracy", [0.3, 0.6, 0.7], [[0.1, 0.5, 0.4], [0.1, 0.45, 0.4]])
+    best = regime.speedups(table, "a", "0", "b", "0", "val_accuracy", "b_best")
+    # level 0.45, the least best: b reaches it at 10 + 10 x 0.35/0.4 = 18.75 (seed 0), at 20 (seed 1);
+    # a at 10 + 10 x 0.15/0.3 = 15
+    assert best["target"].tolist() == [0.45, 0.45]
+    assert best["ratio"].tolist() == pytest.approx([18.75 / 15, 20 / 15])
+    final = regime.speedups(table, "a", "0", "b", "0", "val_accuracy", "b_final")
+    # level 0.4: b at 10 + 10 x 0.3/0.4 = 17.5 (seed 0), 10 + 10 x 0.3/0.35 = 18.5714286 (seed 1); a at 13.333333
+    assert final["target"].tolist() == [0.4, 0.4]
+    assert final["ratio"].tolist() == pytest.approx([17.5 / (40 / 3), 18.5714286 / (40 / 3)])
+
+
+def test_speedup_target_of_a_loss_is_the_highest_of_the_bests():
+    table = speed_curves("val_loss", [2.0, 1.0, 0.9], [[2.0, 1.0, 1.2], [2.0, 1.1, 1.2]])
+    assert regime.speedups(table, "a", "0", "b", "0", "val_loss", "b_best")["target"].tolist() == [1.1, 1.1]
+    assert regime.speedups(table, "a", "0", "b", "0", "val_loss", "b_final")["target"].tolist() == [1.2, 1.2]
+
+
+CODISTILL_K25 = {**IMG, "algorithm": {"name": "codistill", "exchange_every": 25, "burn_in": 0}}
+
+
+@pytest.mark.parametrize("burn_in, metric, lag", [
+    # the mean curve of s: accuracy 0.21, 0.41, 0.51, 0.53 (val_loss 2.0, 1.8, 1.7, 1.7) at steps 25-100;
+    # exchanges at 0, 25, 50, 75 (np.interp holds the first value before step 25): gains 0, 0.2, 0.1, 0.02
+    (0, "val_accuracy", 0.2),
+    (0, "val_loss", 0.2),                # oriented: a falling loss is a gain
+    # burn-in 30: exchanges at 30 and 55 only (80 + 25 > 100): 0.43 - 0.25 = 0.18, 0.514 - 0.43 = 0.084
+    (30, "val_accuracy", 0.18),
+])
+def test_exchange_lag_is_the_largest_gain_over_one_period(burn_in, metric, lag):
+    cfg = {**CODISTILL_K25, "algorithm": {**CODISTILL_K25["algorithm"], "burn_in": burn_in}}
+    manifest = {**MANIFEST, "configs": {**MANIFEST["configs"], "s": cfg}}
+    assert measure_on(manifest, regime_curves(), CLAIM, quantity="exchange_lag", metric=metric) == pytest.approx(lag)
+
+
+def test_exchange_lag_needs_one_full_period_after_burn_in():
+    cfg = {**CODISTILL_K25, "algorithm": {**CODISTILL_K25["algorithm"], "burn_in": 76}}   # 76 + 25 > 100
+    manifest = {**MANIFEST, "configs": {**MANIFEST["configs"], "s": cfg}}
+    with pytest.raises(regime.RegimeError, match="no full exchange period of 25 steps after burn-in in a run of 100"):
+        measure_on(manifest, regime_curves(), CLAIM, quantity="exchange_lag")
+    cfg["algorithm"]["burn_in"] = 75                                                       # one period: 75 -> 100
+    assert measure_on(manifest, regime_curves(), CLAIM, quantity="exchange_lag") == pytest.approx(0.02)
+
+
+def test_criteo_sizes_from_its_line_count():
+    # train.txt's 45,840,617 labelled lines, 10% held out unless a validation file is given
+    assert regime.data_sizes({"name": "ctr", "dataset": "criteo"}) == (
+        pytest.approx(41_256_555.3), pytest.approx(4_584_061.7))
+    assert regime.data_sizes({"name": "ctr", "dataset": "criteo", "max_lines": 1000, "val_fraction": 0.2}) == (
+        pytest.approx(800), pytest.approx(200))
+    train, val = regime.data_sizes({"name": "ctr", "dataset": "criteo", "val_file": "v.txt"})
+    assert train == 45_840_617 and math.isnan(val)
