@@ -7,11 +7,13 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import ROOT, TINY, deep_update, launch_run, read_rows, start_cli_run
 
@@ -80,6 +82,13 @@ def test_a_replaced_directory_gets_nothing_more(tmp_path, eval_every):
     assert not (moved / "summary.json").exists()
 
 
+def run_cli(cfg: dict, tmp_path: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    path = tmp_path / "cli.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return subprocess.run([sys.executable, "-m", "codist.cli", "run", str(path), "--out", str(out), *extra],
+                          capture_output=True, text=True, timeout=300)
+
+
 def runs_json(tmp_path: Path, run: Path) -> dict:
     summary = json.loads((run / "summary.json").read_text())
     return {"runs": [{"series": "s", "seed": 0, "run_id": summary["run_id"], "run_dir": str(run)}]}
@@ -116,3 +125,26 @@ def test_summary_records_the_metrics_and_aggregation_checks_them(tmp_path):
     (run / "summary.json").write_text(json.dumps(summary))
     with pytest.raises(ValueError, match=rf"^{run / 'summary.json'} records no metrics"):
         aggregate.aggregate(manifest)
+
+
+def test_a_run_directory_inside_another_is_refused_before_anything_is_deleted(tmp_path):
+    """`--out A/logs/B` or `A/.ranks/B`: A's next start (or --fresh) would delete B. Refused in one
+    line both ways: B inside the run directory A, and A over a B made there first."""
+    a = launch_run(tmp_path / "A", {})
+    b = a / "logs" / "B"
+    result = run_cli(TINY, tmp_path, b)
+    assert result.returncode == 2 and not b.exists(), result.stderr
+    assert result.stderr.strip() == (f"codist: --out {b}: inside the run directory {a} (it has .codist.lock), "
+                                     f"whose runs delete what it holds; put the run beside it, not inside it")
+
+    other = tmp_path / "other"
+    shutil.move(str(a / "summary.json"), tmp_path / "summary.json")   # A unfinished: its start clears .ranks
+    launch_run(other, {"seed": 1})
+    b = a / ".ranks" / "B"
+    b.parent.mkdir(exist_ok=True)
+    shutil.move(str(other), b)   # a run directory that got there first
+    result = run_cli(TINY, tmp_path, a, "--fresh")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == (f"codist: --out {a}: holds another run's directory ({b}), which this run "
+                                     f"would delete; use another --out")
+    assert (b / "summary.json").exists() and (a / "metrics.jsonl").exists()

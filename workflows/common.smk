@@ -114,3 +114,18 @@ def figure_caption_params(wc):
     f = PLAN.figure(wc.paper, wc.figure)
     return {"title": f.title, "source": f.source, "kind": f.kind, "runs": len(f.runs),
             "seeds": len({r.seed for r in f.runs})}
+
+
+# One workflow at a time on a results root (its lock taken when jobs are about to run, not for a dry
+# run, --lint or --report), and this snakemake named as the owner of the runs its jobs start:
+# workflows/results_lock.py
+from results_lock import ResultsInUse, hold, job_owner
+os.environ.update(job_owner())
+
+
+onstart:
+    if workflow.is_main_process:
+        try:
+            hold(RESULTS)
+        except ResultsInUse as e:
+            raise WorkflowError(str(e)) from None

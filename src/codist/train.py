@@ -12,6 +12,7 @@ import io
 import json
 import math
 import os
+import platform
 import signal
 import sys
 import time
@@ -44,7 +45,7 @@ from .workloads import build_workload
 
 
 STOP_CHECK_EVERY = 10   # updates between the ranks' agreement on a stop signal (one tiny all-reduce)
-JOB_OWNER = "CODIST_JOB_OWNER"   # "<pid>:<start ticks>": the workflow process whose job started this run
+JOB_OWNER = "CODIST_JOB_OWNER"   # "<host>:<pid>:<start ticks>": the workflow whose job started this run
 GO_ON, STOP, LOST = 0, 1, 2      # what the ranks agree on: train on, checkpoint and stop, stop writing nothing
 
 
@@ -84,10 +85,12 @@ def write_manifest(cfg, out: Path, topo, threads: int, device, resumed_from: int
 
 
 def job_gone() -> bool:
-    """True when the workflow process named in CODIST_JOB_OWNER (workflows/common.smk: the
-    snakemake whose job ran `codist run`) no longer runs; False when none is named."""
-    pid, _, ticks = os.environ.get(JOB_OWNER, "").partition(":")
-    return pid.isdigit() and ticks.isdigit() and start_ticks(pid) != int(ticks)
+    """True when the workflow process named in CODIST_JOB_OWNER (workflows/results_lock.py: the
+    snakemake whose job ran `codist run`) no longer runs; False when none is named, or when it runs
+    on another host (an srun task on another node of the job cannot see it)."""
+    host, pid, ticks = (os.environ.get(JOB_OWNER, "").split(":") + ["", "", ""])[:3]
+    return (host == platform.node() and pid.isdigit() and ticks.isdigit()
+            and start_ticks(pid) != int(ticks))
 
 
 class StopFlag:
@@ -112,7 +115,7 @@ class StopFlag:
             print("codist: the codist run that started this rank is gone; stopping", file=sys.stderr)
             self.raised = STOP
         if self.raised == GO_ON and job_gone():
-            print(f"codist: the workflow job that started this run is gone (pid {os.environ[JOB_OWNER].split(':')[0]}); "
+            print(f"codist: the workflow that started this run is gone (pid {os.environ[JOB_OWNER].split(':')[1]}); "
                   f"stopping", file=sys.stderr)
             self.raised = STOP
         self.why = self.guard.problem() if self.guard is not None else None
