@@ -190,7 +190,7 @@ def paper_claims(manifest: dict, replications: Path = REPLICATIONS) -> list:
     replications/<paper>/experiments.yaml: where the paper's settings for an identity live."""
     import yaml
 
-    from schema import parse
+    from analysis.schema import parse
     path = Path(replications) / manifest["paper"] / "experiments.yaml"
     spec = parse(yaml.safe_load(path.read_text()), path)
     return [c.at(manifest["scale"]) for c in spec.claims]

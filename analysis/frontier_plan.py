@@ -12,18 +12,15 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workflows"))
-from experiments import ExperimentsError, Plan, resolve, scale_base, set_dotted  # noqa: E402
-
-from codist.algorithms import registry as algorithm_registry  # noqa: E402
-from codist.config import RunConfig, to_dict  # noqa: E402
+from codist.algorithms import registry as algorithm_registry
+from codist.config import RunConfig, to_dict
+from workflows.experiments import ExperimentsError, Plan, resolve, scale_base, set_dotted
 
 
 class FrontierError(ValueError):

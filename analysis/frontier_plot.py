@@ -19,9 +19,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from figure_data import label as metric_label  # noqa: E402
-from figure_data import INTERVAL_NOTE, fit, save_png  # noqa: E402
-from frontier_table import gbps_column  # noqa: E402
+from analysis.figure_data import label as metric_label  # noqa: E402
+from analysis.figure_data import INTERVAL_NOTE, fit, save_png  # noqa: E402
+from analysis.frontier_table import gbps_column  # noqa: E402
 
 MARKERS = {"allreduce": "s", "powersgd": "D", "codistill": "o", "model_average": "^", "ensemble_compress": "v",
            "diloco": "P"}

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pandas as pd
 
-import stats  # noqa: E402
-from frontier_pareto import pareto_front  # noqa: E402
-from frontier_walltime import step_seconds  # noqa: E402
+from analysis import stats  # noqa: E402
+from analysis.frontier_pareto import pareto_front  # noqa: E402
+from analysis.frontier_walltime import step_seconds  # noqa: E402
 
 from codist.runlog import atomic_write_text  # noqa: E402
 

@@ -12,13 +12,8 @@ an all-gather per round.
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from projected_walltime import project  # noqa: E402
-
-from codist.algorithms.registry import lookup  # noqa: E402
+from benchmarks.projected_walltime import project
+from codist.algorithms.registry import lookup
 
 # projected_walltime.py's default network: fast tier 100 GB/s, 5 us; slow tier 50 us per message
 NET = {"alpha_f": 5e-6, "beta_f": 100e9, "alpha_s": 50e-6, "shared": False}

@@ -2,9 +2,9 @@
 under results/<scale>/<paper>/, recompute their tables and claims from the per-run tables and
 curves the pipeline wrote, and check the recomputation against the committed claims table.
 
-The notebooks find this module through `codist.checkout.use_analysis()` ($CODIST_ROOT, else the
-checkout above their working directory, else the one codist is installed from), so they open in
-Jupyter and run headless (`jupytext --execute`, nbclient) from any folder. Snakemake (rule
+The notebooks import this module as `analysis.notebook_support` (the checkout's analysis/ package,
+installed with codist), so they open in Jupyter and run headless (`jupytext --execute`, nbclient)
+from any folder. Snakemake (rule
 notebook) sets CODIST_RESULTS and CODIST_SCALE and writes the executed notebook beside the
 figures; opened by hand they read this checkout's results/ at the embedded scale.
 """
@@ -17,9 +17,9 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from aggregate import series_means
-from claims import evaluate
-from paper_table import side_by_side
+from analysis.aggregate import series_means
+from analysis.claims import evaluate
+from analysis.paper_table import side_by_side
 
 
 class PaperResults:

@@ -32,7 +32,7 @@ import pandas as pd
 import yaml
 
 from codist.runlog import atomic_write_text
-from figure_data import finals, label
+from analysis.figure_data import finals, label
 
 SUMMARY_COLUMNS = {"comm_bytes_per_update": "comm_sent_bytes_per_rank_per_update",
                    "between_group_bytes_per_update": "between_group_sent_bytes_per_rank_per_update"}

@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from figure_data import default_metric, finals, finish, label, series_model, t_band  # noqa: E402
+from analysis.figure_data import default_metric, finals, finish, label, series_model, t_band  # noqa: E402
 
 
 def plot(manifest: dict, table: pd.DataFrame, curves: pd.DataFrame, out) -> None:

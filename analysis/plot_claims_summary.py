@@ -33,10 +33,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import yaml  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from claims import MEASURE_UNITS, compact_table, regime_status, verdict_kind  # noqa: E402
-from figure_data import REPLICATIONS, higher_is_better, save_png  # noqa: E402
-from schema import MEASURES, parse  # noqa: E402
+from analysis.claims import MEASURE_UNITS, compact_table, regime_status, verdict_kind  # noqa: E402
+from analysis.figure_data import REPLICATIONS, higher_is_better, save_png  # noqa: E402
+from analysis.schema import MEASURES, parse  # noqa: E402
 
 COLORS = {"holds": "tab:green", "does not hold": "tab:red", "inconclusive": "tab:orange",
           "not in the paper's regime": "tab:purple", "not tested at this scale": "tab:grey",

@@ -18,7 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from figure_data import INTERVAL_NOTE, default_metric, finish, label, mean_curve, series_model  # noqa: E402
+from analysis.figure_data import INTERVAL_NOTE, default_metric, finish, label, mean_curve, series_model  # noqa: E402
 
 X_LABELS = {"step": "step (updates)", "wall_s": "training wall time (s)"}
 TARGET_NOTE = ("Dashed grey line, 'workload target': the level at which the run tables time each run's "

@@ -27,9 +27,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-import comm_identity  # noqa: E402
+from analysis import comm_identity  # noqa: E402
 from codist.algorithms.registry import lookup  # noqa: E402
-from figure_data import finish, label, paper_claims, t_band  # noqa: E402
+from analysis.figure_data import finish, label, paper_claims, t_band  # noqa: E402
 
 BYTES = {"comm_bytes_per_update": "comm_sent_bytes_per_rank_per_update",
          "between_group_bytes_per_update": "between_group_sent_bytes_per_rank_per_update"}

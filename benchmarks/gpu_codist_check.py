@@ -146,7 +146,7 @@ def main(argv=None) -> int:
                   f"{'ok' if row['ok'] else 'FAILED'}  stopped at {row['stopped_at']}, resumed from "
                   f"{row['resumed_from']}, exits {row['exit_codes']}  [{row['seconds']} s]"
                   + (f"  {row['note']}" if row["note"] else ""), flush=True)
-    import gpu_check   # beside this script: on sys.path when it runs
+    from benchmarks import gpu_check
     out = Path(args.out or ROOT / "results" / "bench" / f"codist_check_{device}.csv")
     gpu_check.write_csv(out, COLUMNS, rows)
     failed = sum(not r["ok"] for r in rows)

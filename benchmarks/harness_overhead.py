@@ -221,7 +221,7 @@ SCHEDULE = ((("plain 1x64", "deepspeed 1x64"), "allreduce 1x64"), (("ddp 2x64", 
 
 
 def codist_run(name: str, steps: int) -> dict:
-    import benchlib
+    from benchmarks import benchlib
     over, batch = CODIST[name]
     raw = benchlib.merge(_preset(), over, {"name": f"overhead-{name}", "train": {
         "steps": steps, "batch_per_rank": batch, "eval_every": 10**6, "save_model": False},
@@ -291,7 +291,7 @@ def summarise(raw: pd.DataFrame) -> pd.DataFrame:
 
 
 def main() -> None:
-    import benchlib
+    from benchmarks import benchlib
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--repeats", type=int, default=3)

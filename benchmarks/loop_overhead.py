@@ -39,7 +39,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-import benchlib
+from benchmarks import benchlib
 from codist.launch import free_port
 
 

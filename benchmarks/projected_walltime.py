@@ -105,7 +105,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-import benchlib
+from benchmarks import benchlib
 
 WORKERS = (8, 16, 32, 64, 128, 256)
 TABLE_GBPS = (1.0, 10.0, 100.0)
@@ -190,7 +190,7 @@ def model_bytes(workload: str) -> tuple[int, int]:
 
 def period(workload: str, name: str) -> int:
     """The exchange period a time_to_target run used (its own definition, not a copy)."""
-    from time_to_target import ALGORITHMS
+    from benchmarks.time_to_target import ALGORITHMS
     a = ALGORITHMS[name](workload, benchlib.preset(workload))["algorithm"]
     return a.get("exchange_every") or a["tau"]
 

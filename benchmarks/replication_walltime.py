@@ -44,7 +44,7 @@ from pathlib import Path
 
 import pandas as pd
 
-import benchlib
+from benchmarks import benchlib
 from codist.warm_client import stop_servers
 
 

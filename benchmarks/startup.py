@@ -31,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-import benchlib
+from benchmarks import benchlib
 from codist.warm_client import stop_servers
 
 RUN = {"workload": {"name": "cifar", "dataset": "embedded", "arch": "resnet8", "width": 8, "image_size": 12,

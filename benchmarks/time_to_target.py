@@ -53,7 +53,7 @@ import time
 
 import pandas as pd
 
-import benchlib
+from benchmarks import benchlib
 
 TRAINING_CATEGORIES = ("grad_allreduce", "param_exchange", "prediction_exchange", "model_average")
 

@@ -1,8 +1,7 @@
-"""The analysis notebooks run from their own folder without CODIST_ROOT (as Jupyter runs them):
-one is executed for real by nbclient (a real kernel), its claims recomputed and checked against
-the committed claims.csv, its figure links resolving from the notebook's folder. And how a
-notebook finds the checkout (codist.checkout): from any folder at or below it, from elsewhere
-through the installed package, or $CODIST_ROOT; a wrong CODIST_ROOT is one line."""
+"""The analysis notebooks run from their own folder (as Jupyter runs them): one is executed for real
+by nbclient (a real kernel), its claims recomputed and checked against the committed claims.csv,
+its figure links resolving from the notebook's folder. They import the checkout's analysis/ as a
+package (installed with codist), from any folder."""
 from __future__ import annotations
 
 import re
@@ -11,13 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from codist import checkout
-
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "analysis" / "notebooks"
 
 
-def test_a_notebook_executes_from_its_own_folder_without_codist_root(monkeypatch):
+def test_a_notebook_executes_from_its_own_folder(monkeypatch):
     import jupytext
     from nbclient import NotebookClient
     for var in ("CODIST_ROOT", "CODIST_RESULTS", "CODIST_SCALE"):
@@ -32,30 +29,16 @@ def test_a_notebook_executes_from_its_own_folder_without_codist_root(monkeypatch
     assert links and all((NOTEBOOKS / link).is_file() for link in links), links
 
 
-def test_the_checkout_is_found_from_any_folder_below_it(monkeypatch):
-    monkeypatch.delenv("CODIST_ROOT", raising=False)
-    assert checkout.project_root(NOTEBOOKS) == ROOT
-    assert checkout.project_root(ROOT / "results" / "embedded" / "sun2016") == ROOT   # Snakemake's output folder
-
-
-def test_elsewhere_the_checkout_codist_is_installed_from(monkeypatch, tmp_path):
-    monkeypatch.delenv("CODIST_ROOT", raising=False)
-    assert Path(checkout.__file__).resolve().is_relative_to(ROOT)   # the editable install env/install.sh makes
-    assert checkout.project_root(tmp_path) == ROOT
-
-
-def test_codist_root_wins_and_a_wrong_one_is_one_line(monkeypatch, tmp_path):
-    other = tmp_path / "other"
-    for marker in checkout.MARKERS:
-        (other / marker).parent.mkdir(parents=True, exist_ok=True)
-        (other / marker).write_text("")
-    monkeypatch.setenv("CODIST_ROOT", str(other))
-    assert checkout.project_root(NOTEBOOKS) == other.resolve()
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    assert checkout.use_analysis() == other.resolve() and sys.path[0] == str(other.resolve() / "analysis")
-    monkeypatch.setenv("CODIST_ROOT", str(tmp_path))
-    with pytest.raises(FileNotFoundError, match=r"^\$CODIST_ROOT=.*: not a codist checkout \(expected pyproject"):
-        checkout.project_root()
+def test_the_notebooks_import_the_analysis_package_from_any_folder(tmp_path):
+    """The notebooks' import (`from analysis.notebook_support import ...`) finds this checkout's
+    analysis/ from a folder outside it: the editable install maps the package (pyproject)."""
+    import subprocess
+    out = subprocess.run([sys.executable, "-c", "import analysis.notebook_support as m; print(m.__file__)"],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(ROOT / "analysis" / "notebook_support.py")
+    for notebook in NOTEBOOKS.glob("*.py"):
+        assert "from analysis.notebook_support import PaperResults" in notebook.read_text(), notebook
 
 
 def test_jupyter_opens_the_notebook_sources_as_notebooks(tmp_path):
@@ -91,4 +74,4 @@ def test_jupyter_opens_the_notebook_sources_as_notebooks(tmp_path):
         server.wait(timeout=30)
     assert model["type"] == "notebook" and model["content"]["metadata"]["kernelspec"]["name"] == "python3"
     code = [c["source"] for c in model["content"]["cells"] if c["cell_type"] == "code"]
-    assert any("use_analysis()" in c for c in code)
+    assert any("from analysis.notebook_support import" in c for c in code)

@@ -32,7 +32,8 @@ PAPERS = ("anil2018", "sodhani2020", "sun2016")
 
 def third_party_imports(folders: list[Path]) -> dict[str, str]:
     """top-level module -> one file importing it, for modules that are neither stdlib nor local."""
-    local = {p.stem for f in (*folders, ROOT / "workflows", ROOT / "benchmarks") for p in f.rglob("*.py")} | {"codist"}
+    local = {p.stem for f in (*folders, ROOT / "workflows", ROOT / "benchmarks") for p in f.rglob("*.py")} | \
+        {"codist", "analysis", "workflows", "benchmarks"}
     found = {}
     for folder in folders:
         for path in folder.rglob("*.py"):
@@ -152,3 +153,15 @@ def test_citation_cff_is_valid_and_cites_the_same_papers():
         assert ref["title"] == e["title"] and str(ref["year"]) == e["year"]
         bib_authors = [a.split(",")[0].strip() for a in e["author"].split(" and ")]
         assert [a["family-names"] for a in ref["authors"]] == bib_authors
+
+
+def test_analysis_workflows_and_benchmarks_are_installed_packages():
+    """pyproject's package list installs the checkout's three folders beside codist (the editable
+    install maps them here), so they import what they share as packages (docs/architecture.md)."""
+    find = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    assert {"analysis", "workflows", "benchmarks"} <= set(find["include"]) and "." in find["where"]
+    out = subprocess.run([sys.executable, "-c", "import analysis.stats, workflows.experiments, "
+                          "benchmarks.projected_walltime as b; print(b.__file__)"],
+                         capture_output=True, text=True, cwd="/", timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(ROOT / "benchmarks" / "projected_walltime.py")

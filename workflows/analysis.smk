@@ -165,12 +165,11 @@ rule notebook:
         f"{RESULTS}/{{scale}}/logs/{{paper}}/notebook.log",
     params:
         python=PYTHON,
-        root=Path(workflow.basedir).resolve(),
         results=lambda wc: Path(RESULTS).resolve(),
     conda: CONDA_ENV
     localrule: True
     shell:
-        "CODIST_SCALE={wildcards.scale} CODIST_RESULTS={params.results:q} CODIST_ROOT={params.root:q}"
+        "CODIST_SCALE={wildcards.scale} CODIST_RESULTS={params.results:q}"
         " {params.python:q} -m jupytext --to ipynb --execute --output {output:q}.tmp.ipynb {input.notebook:q} > {log:q} 2>&1"
         " && mv {output:q}.tmp.ipynb {output:q}"
 

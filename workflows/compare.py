@@ -39,7 +39,7 @@ from pathlib import Path
 import pandas as pd
 from scipy import stats
 
-from machine import describe, summarize  # noqa: E402
+from workflows.machine import describe, summarize
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMING = re.compile(r"_s(_|$)")   # a column measured in seconds

@@ -10,8 +10,7 @@ joins the workloads' tables. Needs common.smk and train.smk included first.
 """
 # the scripts next to this file (also when a wrapper Snakefile elsewhere includes it)
 FRONTIER_ANALYSIS = Path(workflow.current_basedir.get_path_or_uri(secret_free=True)).parent / "analysis"
-sys.path.insert(0, str(FRONTIER_ANALYSIS))
-from frontier_plan import FrontierError, add_to_plan, load_points, runs_manifest_text
+from analysis.frontier_plan import FrontierError, add_to_plan, load_points, runs_manifest_text
 
 FRONTIER_SPEC = Path(REPLICATIONS) / "frontier" / "frontier.yaml"
 FRONTIER_DIR = f"{RESULTS}/{SCALE}/frontier"

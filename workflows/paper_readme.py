@@ -13,9 +13,9 @@ from pathlib import Path
 
 import yaml
 
+from analysis.schema import Paper, parse
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "analysis"))
-from schema import Paper, parse  # noqa: E402
 
 SCALE_COMMAND = {
     "embedded": "snakemake -c2 results/embedded/{paper}/{name}",

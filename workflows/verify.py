@@ -30,10 +30,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from workflows.compare import exact_differences, judge_table, tables
+from workflows.experiments import load_plan
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "workflows"))
-from compare import exact_differences, judge_table, tables  # noqa: E402
-from experiments import load_plan  # noqa: E402
 
 
 def paper_tier_figures(scale: str) -> set[tuple[str, str]]:

@@ -22,10 +22,7 @@
 # %%
 import pandas as pd
 
-from codist.checkout import use_analysis
-
-use_analysis()   # analysis/ on sys.path: $CODIST_ROOT, else the checkout above this folder, else codist's own
-from notebook_support import PaperResults  # noqa: E402
+from analysis.notebook_support import PaperResults   # the checkout's analysis/ package, from any folder
 
 pd.set_option("display.width", 200, "display.max_columns", 30, "display.precision", 4)
 r = PaperResults("sodhani2020")

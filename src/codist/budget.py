@@ -242,8 +242,7 @@ def plan_budget(plan, table: Throughput, gpu: str) -> list[Row]:
 
 def load_full_plan(replications: str | Path):
     """The Snakefile's plan at scale=full (workflows/experiments.py)."""
-    sys.path.insert(0, str(ROOT / "workflows"))
-    from experiments import load_plan
+    from workflows.experiments import load_plan   # the checkout's workflows/ package (pyproject)
     return load_plan(replications, "full")
 
 
