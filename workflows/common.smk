@@ -13,9 +13,8 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.settings.types import DeploymentMethod
 
-sys.path.insert(0, str(Path(workflow.basedir) / "workflows"))
-from experiments import KINDS, ExperimentsError, load_plan, manifest_text, unplanned_target
-from workflow_config import WorkflowConfigError, check
+from workflows.experiments import KINDS, ExperimentsError, load_plan, manifest_text, unplanned_target
+from workflows.workflow_config import WorkflowConfigError, check
 
 try:   # --config keys and values (workflows/workflow_config.py): a typo fails here, naming what is allowed
     CONFIG = check(config)
@@ -33,7 +32,8 @@ ANALYSIS = Path(workflow.basedir) / "analysis"
 CONDA_ENV = "../env/environment.yml"
 if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
     PYTHON = "python"
-    os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [str(Path(workflow.basedir) / "src"),
+    os.environ.update(PYTHONPATH=os.pathsep.join(filter(None, [str(Path(workflow.basedir) / "src"),   # codist,
+                                                               str(Path(workflow.basedir)),   # analysis, workflows
                                                                os.environ.get("PYTHONPATH")])))
 else:
     PYTHON = sys.executable
@@ -46,7 +46,7 @@ except ExperimentsError as e:
 if CONFIG.rehearsal and SCALE != "full":
     raise WorkflowError(f"--config rehearsal=true rehearses the full scale; got scale={SCALE!r}")
 if CONFIG.rehearsal:   # the same plan, each run shrunk as workflows/rehearsal.py allows (and records)
-    from rehearsal import rehearse
+    from workflows.rehearsal import rehearse
     PLAN, _ = rehearse(PLAN)
     RESULTS = f"{RESULTS}/rehearsal"   # never into a real results tree
     os.environ["CODIST_FIGURE_STAMP"] = "rehearsal: not a result"   # across its figures (figure_data.save_png)
@@ -119,7 +119,7 @@ def figure_caption_params(wc):
 # One workflow at a time on a results root (its lock taken when jobs are about to run, not for a dry
 # run, --lint or --report), and this snakemake named as the owner of the runs its jobs start:
 # workflows/results_lock.py
-from results_lock import ResultsInUse, hold, job_owner
+from workflows.results_lock import ResultsInUse, hold, job_owner
 os.environ.update(job_owner())
 
 
