@@ -11,8 +11,7 @@ import re
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "analysis"))
-import stats  # noqa: E402
+from analysis import stats  # noqa: E402
 
 runs = {}
 for d in sorted(Path(sys.argv[1]).glob("*b*_lr*_s*")):

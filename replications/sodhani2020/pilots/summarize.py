@@ -9,8 +9,7 @@ import re
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "analysis"))
-import regime  # noqa: E402
+from analysis import regime  # noqa: E402
 
 print("weight_decay,seed,final_val_accuracy,best_val_accuracy,train_loss,val_loss,memorisation_ratio,lr_wd_sum")
 for d in sorted(Path(sys.argv[1]).glob("wd*_s*"), key=lambda p: (float(p.name[2:].split("_s")[0]), p.name)):
