@@ -310,3 +310,11 @@ def test_criteo_sizes_from_its_line_count():
         pytest.approx(800), pytest.approx(200))
     train, val = regime.data_sizes({"name": "ctr", "dataset": "criteo", "val_file": "v.txt"})
     assert train == 45_840_617 and math.isnan(val)
+
+
+def test_imagenet_quarter_is_a_quarter_of_the_training_set_and_all_of_validation():
+    # Sodhani Fig. 6: a quarter of each class of ILSVRC-2012's 1,281,167 images; the 50,000 validation images
+    assert regime.data_sizes({"name": "imagenet", "dataset": "imagefolder", "data_dir": "imagenet_quarter"}) == (
+        320_291.75, 50_000)
+    assert regime.data_sizes({"name": "imagenet", "dataset": "imagefolder", "data_dir": "imagenet"}) == (
+        1_281_167, 50_000)

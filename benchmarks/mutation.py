@@ -1,0 +1,279 @@
+"""Mutation score of the modules that decide published numbers (`make mutation`; outside CI).
+
+Each module of benchmarks/mutation_targets.py is mutated by cosmic-ray (one mutant at a time,
+written into the file on disk, so the ranks and servers the tests start import the mutant too),
+and the test files that cover it run against each mutant with a per-mutant timeout (4x the
+unmutated run plus 30 s). All of it happens in a private copy of the checkout (HEAD by default,
+the working tree with --worktree), never in the checkout itself, which others may be using: the
+copy's src/ and analysis/ come first on PYTHONPATH, so nothing imports the checkout's code.
+
+Writes results/bench/mutation.csv (one row per mutant: module, line, operator, the changed line,
+status killed / timeout / survived / equivalent / incompetent, and a reason for survivors and
+equivalents from benchmarks/mutation_reasons.py) and results/bench/mutation_summary.csv (per
+module: counts and score = (killed + timeout) / (mutants - equivalent), the tests and the commit).
+A run of some modules (--modules) replaces those modules' rows and keeps the others'.
+
+cosmic-ray lives in its own environment (env/requirements-mutation.txt, installed by the make
+target into .venv/cosmic-ray), the tests run with the project's .venv.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import csv
+import datetime
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mutation_reasons import REASONS  # noqa: E402
+from mutation_targets import EXCLUDE_OPERATORS, PRELOAD, TARGETS  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+FIELDS = ["module", "line", "operator", "occurrence", "change", "status", "reason"]
+SUMMARY_FIELDS = ["module", "mutants", "killed", "timeout", "survived", "equivalent", "incompetent", "score",
+                  "tests", "baseline_s", "timeout_s", "wall_s", "commit", "module_sha256", "rerun", "date"]
+# Run by cosmic-ray's own interpreter: every pending mutant not in argv[2] ([operator, occurrence]
+# pairs) is marked skipped, so `exec` runs only those (--survivors).
+ONLY = """import json, sys
+from cosmic_ray.work_db import WorkDB, use_db
+from cosmic_ray.work_item import WorkerOutcome, WorkResult
+keep = {tuple(x) for x in json.loads(sys.argv[2])}
+with use_db(sys.argv[1], WorkDB.Mode.open) as db:
+    skip = [w.job_id for w in db.pending_work_items
+            if (w.mutations[0].operator_name, w.mutations[0].occurrence) not in keep]
+    db.set_multiple_results(skip, WorkResult(worker_outcome=WorkerOutcome.SKIPPED))
+"""
+
+
+def copy_checkout(dest: Path, worktree: bool) -> str:
+    """The checkout's HEAD (or its working tree: tracked and untracked, not ignored) in `dest`;
+    returns what was copied (the commit, '+worktree' when the working tree)."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout.strip()
+    if worktree:
+        files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
+                               capture_output=True).stdout
+        subprocess.run(["tar", "--null", "-T", "-", "-cf", "-"], cwd=ROOT, input=files, check=True,
+                       stdout=open(dest / "tree.tar", "wb"))
+    else:
+        subprocess.run(["git", "archive", "-o", str(dest / "tree.tar"), "HEAD"], cwd=ROOT, check=True)
+    (dest / "tree").mkdir()
+    subprocess.run(["tar", "-xf", str(dest / "tree.tar"), "-C", str(dest / "tree")], check=True)
+    (dest / "tree.tar").unlink()
+    return commit + ("+worktree" if worktree else "")
+
+
+def test_command(sock: Path, python: Path, spec: dict) -> list[str]:
+    """cosmic-ray's test command: the fork server's client, running the module's test files."""
+    marks = (["-m", spec["marks"]] if spec.get("marks") else []) + (["-k", spec["k"]] if spec.get("k") else [])
+    return [str(python), str(ROOT / "benchmarks" / "mutation_server.py"), "client", str(sock), "--",
+            "-x", "-q", "-p", "no:cacheprovider", *marks, *[f"tests/{t}" for t in spec["tests"]]]
+
+
+def start_server(work: Path, tree: Path, python: Path) -> tuple[subprocess.Popen, Path]:
+    """benchmarks/mutation_server.py serving pytest in `tree`, its imports done; the copy's src/ and
+    analysis/ first on PYTHONPATH (the tests' own subprocesses inherit it)."""
+    env = {**os.environ, "PYTHONPATH": f"{tree / 'src'}:{tree / 'analysis'}", "PYTHONDONTWRITEBYTECODE": "1",
+           "PATH": f"{python.parent}:{os.environ['PATH']}"}
+    sock = work / "pytest.sock"
+    server = subprocess.Popen([str(python), str(ROOT / "benchmarks" / "mutation_server.py"), "serve", str(sock),
+                               str(tree), str(work / "last-test.log"), *PRELOAD], env=env, stdout=subprocess.PIPE, text=True)
+    if server.stdout.readline().strip() != "ready":
+        raise SystemExit(f"benchmarks/mutation_server.py did not start (exit {server.wait()})")
+    return server, sock
+
+
+def line_ranges(path: Path, functions: list[str]) -> list[str]:
+    """'first-last' line ranges of the named top-level functions of `path` (a module's decision code)."""
+    found = {n.name: f"{n.lineno}-{n.end_lineno}" for n in ast.parse(path.read_text()).body
+             if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    missing = [f for f in functions if f not in found]
+    if missing:
+        raise SystemExit(f"benchmarks/mutation_targets.py: {path.name} has no function {missing[0]}")
+    return [found[f] for f in functions]
+
+
+def toml_config(module: str, command: list[str], timeout: float, lines: list[str] | None) -> str:
+    cmd = " ".join(command).replace("\\", "\\\\").replace('"', '\\"')
+    excl = ", ".join(f"'{e}'" for e in EXCLUDE_OPERATORS)
+    only = (f'\n[cosmic-ray.filters.line-filter.lines]\n"{module}" = [{", ".join(repr(x) for x in lines)}]\n'
+            if lines else "")
+    return (f'[cosmic-ray]\nmodule-path = "{module}"\ntimeout = {timeout:.0f}\nexcluded-modules = []\n'
+            f'test-command = "{cmd}"\n\n[cosmic-ray.distributor]\nname = "local"\n\n'
+            f'[cosmic-ray.filters.operators-filter]\nexclude-operators = [{excl}]\n' + only)
+
+
+def changed_lines(diff: str) -> tuple[str, str]:
+    """(old line, new line) of a one-line mutant's unified diff, stripped."""
+    old = [ln[1:].strip() for ln in diff.splitlines() if ln.startswith("-") and not ln.startswith("---")]
+    new = [ln[1:].strip() for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+    return " / ".join(old), " / ".join(new)
+
+
+def reason_for(module: str, operator: str, old: str, new: str) -> tuple[str, str] | None:
+    """(status, reason) a reviewer gave this mutant in mutation_reasons.REASONS, matched on the
+    module, the operator and the changed line (not the line number, which moves with edits)."""
+    for r in REASONS:
+        if r[0] == module and r[1] == operator.removeprefix("core/") and r[2] == old and r[3] == new:
+            return r[4], r[5]
+    return None
+
+
+def rows_of(module: str, dump: str) -> list[dict]:
+    rows = []
+    for line in dump.splitlines():
+        item, result = json.loads(line)
+        if result is None or result["worker_outcome"] == "skipped":
+            continue   # operators left out (EXCLUDE_OPERATORS)
+        m = item["mutations"][0]
+        old, new = changed_lines(result.get("diff") or "")
+        if result["test_outcome"] == "killed":
+            status = "timeout" if result.get("output") == "timeout" else "killed"
+        elif result["test_outcome"] == "survived":
+            status = "survived"
+        else:
+            status = "incompetent"
+        reason = ""
+        given = reason_for(module, m["operator_name"], old, new)
+        if status == "survived" and given:
+            status = "equivalent" if given[0] == "equivalent" else "survived"
+            reason = given[1]
+        elif status == "survived":
+            reason = "not reviewed"
+        rows.append({"module": module, "line": m["start_pos"][0], "operator": m["operator_name"].removeprefix("core/"),
+                     "occurrence": m["occurrence"], "change": f"{old} -> {new}", "status": status, "reason": reason})
+    return sorted(rows, key=lambda r: (int(r["line"]), r["operator"], int(r["occurrence"])))
+
+
+def summarise(module: str, rows: list[dict], spec: dict, baseline: float, timeout: float, wall: float,
+              commit: str) -> dict:
+    count = {s: sum(r["status"] == s for r in rows) for s in ("killed", "timeout", "survived", "equivalent", "incompetent")}
+    judged = len(rows) - count["equivalent"] - count["incompetent"]
+    score = (count["killed"] + count["timeout"]) / judged if judged else float("nan")
+    return {"module": module, "mutants": len(rows), **count, "score": f"{score:.3f}",
+            "tests": " ".join(spec["tests"]) + "".join(f" -{o[0]} '{spec[o]}'" for o in ("marks", "k") if spec.get(o)),
+            "baseline_s": f"{baseline:.1f}", "timeout_s": f"{timeout:.0f}", "wall_s": f"{wall:.0f}",
+            "commit": commit, "date": datetime.date.today().isoformat()}
+
+
+def merge_csv(path: Path, fields: list[str], new: list[dict], modules: set[str]) -> None:
+    """Replace `modules`' rows of `path` by `new`, keep the others', order by TARGETS."""
+    old = list(csv.DictReader(path.open())) if path.exists() else []
+    rows = [r for r in old if r["module"] not in modules] + new
+    order = {m: i for i, m in enumerate(TARGETS)}
+    rows.sort(key=lambda r: (order.get(r["module"], len(order)), int(r.get("line") or 0), r.get("operator", "")))
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", newline="") as f:
+        w = csv.DictWriter(f, fields)
+        w.writeheader()
+        w.writerows(rows)
+    tmp.replace(path)
+
+
+def previous(module: str, out: Path, sha: str) -> list[dict] | None:
+    """The module's rows of `out` when they were measured on the same source (its sha256), else None."""
+    summary = out.with_name(out.stem + "_summary.csv")
+    if not (out.exists() and summary.exists()):
+        return None
+    def same(r):   # the recorded source's hash, else that of the module at the recorded commit
+        if r.get("module_sha256"):
+            return r["module_sha256"] == sha
+        shown = subprocess.run(["git", "show", f"{r['commit'].removesuffix('+worktree')}:{module}"], cwd=ROOT,
+                               capture_output=True)
+        return shown.returncode == 0 and hashlib.sha256(shown.stdout).hexdigest() == sha
+    if not any(r["module"] == module and same(r) for r in csv.DictReader(summary.open())):
+        return None
+    return [r for r in csv.DictReader(out.open()) if r["module"] == module]
+
+
+def measure(module: str, spec: dict, work: Path, tree: Path, sock: Path, args, commit: str):
+    """(rows, summary) of one module, or None when its unmutated tests fail. With --survivors, only
+    the mutants that survived the last run of the same source run again (tests are only ever added
+    between such runs, so a killed mutant stays killed)."""
+    sha = hashlib.sha256((tree / module).read_bytes()).hexdigest()
+    before = previous(module, args.out, sha) if args.survivors else None
+    if args.survivors and before is None:
+        print(f"{module}: no earlier run of this source in {args.out}: every mutant runs")
+    command = test_command(sock, args.python, spec)
+    t0 = time.monotonic()
+    base = subprocess.run(command, cwd=tree)
+    baseline = time.monotonic() - t0
+    if base.returncode != 0:
+        log = (work / "last-test.log").read_text()[-3000:]
+        print(f"{module}: the unmutated tests fail (exit {base.returncode}), not measured:\n{log}")
+        return None
+    timeout = 4 * baseline + 30
+    name = module.replace("/", "_").removesuffix(".py")
+    cfg, session = work / f"{name}.toml", work / f"{name}.sqlite"
+    lines = line_ranges(tree / module, spec["functions"]) if spec.get("functions") else None
+    cfg.write_text(toml_config(module, command, timeout, lines))
+    cr = args.cosmic_ray
+    quiet = {"cwd": tree, "check": True, "stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    subprocess.run([str(cr / "cosmic-ray"), "init", str(cfg), str(session)], **quiet)
+    subprocess.run([str(cr / "cr-filter-operators"), str(session), str(cfg)], **quiet)
+    if lines:
+        subprocess.run([str(cr / "cr-filter-lines"), "--config", str(cfg), str(session)], **quiet)
+    if before is not None:
+        again = [[f"core/{r['operator']}", int(r["occurrence"])] for r in before if r["status"] in ("survived", "equivalent")]
+        subprocess.run([str(cr / "python"), "-c", ONLY, str(session), json.dumps(again)], **quiet)
+    print(f"{module}: baseline {baseline:.1f} s, timeout {timeout:.0f} s, tests {' '.join(spec['tests'])}"
+          + (f", functions {' '.join(spec['functions'])}" if lines else ""), flush=True)
+    subprocess.run([str(cr / "cosmic-ray"), "exec", str(cfg), str(session)], **quiet)
+    dump = subprocess.run([str(cr / "cosmic-ray"), "dump", str(session)], cwd=tree, check=True,
+                          capture_output=True, text=True).stdout
+    rows = rows_of(module, dump)
+    if before is not None:
+        rerun = {(r["operator"], int(r["occurrence"])) for r in rows}
+        rows = rows + [{k: r[k] for k in FIELDS} for r in before if (r["operator"], int(r["occurrence"])) not in rerun]
+        rows.sort(key=lambda r: (int(r["line"]), r["operator"], int(r["occurrence"])))
+    summary = summarise(module, rows, spec, baseline, timeout, time.monotonic() - t0, commit)
+    summary.update(module_sha256=sha, rerun="survivors" if before is not None else "all")
+    return rows, summary
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--modules", nargs="*", default=list(TARGETS), help="modules of mutation_targets.TARGETS")
+    ap.add_argument("--worktree", action="store_true", help="mutate a copy of the working tree, not of HEAD")
+    ap.add_argument("--python", type=Path, default=ROOT / ".venv" / "bin" / "python", help="the tests' interpreter")
+    ap.add_argument("--cosmic-ray", type=Path, default=ROOT / ".venv" / "cosmic-ray" / "bin",
+                    help="folder of the cosmic-ray executables")
+    ap.add_argument("--survivors", action="store_true",
+                    help="run again only the mutants that survived the last run of the same source (after adding tests)")
+    ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "mutation.csv")
+    args = ap.parse_args(argv)
+    unknown = [m for m in args.modules if m not in TARGETS]
+    if unknown:
+        ap.error(f"benchmarks/mutation_targets.py has no module {unknown[0]} (known: {', '.join(TARGETS)})")
+    summary_path = args.out.with_name(args.out.stem + "_summary.csv")
+    work = Path(tempfile.mkdtemp(prefix="codist-mutation-"))
+    try:
+        commit = copy_checkout(work, args.worktree)
+        tree = work / "tree"
+        server, sock = start_server(work, tree, args.python)
+        for module in args.modules:
+            done = measure(module, TARGETS[module], work, tree, sock, args, commit)
+            if done is None:
+                continue
+            rows, summary = done
+            merge_csv(args.out, FIELDS, rows, {module})
+            merge_csv(summary_path, SUMMARY_FIELDS, [summary], {module})
+            print(f"{module}: {summary['mutants']} mutants, {summary['killed']} killed, {summary['timeout']} timeout, "
+                  f"{summary['survived']} survived, {summary['equivalent']} equivalent: score {summary['score']}",
+                  flush=True)
+        server.kill()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

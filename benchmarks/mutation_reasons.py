@@ -1,0 +1,20 @@
+"""Reviewed surviving mutants of `make mutation` (benchmarks/mutation.py): each is either
+equivalent (no input the module can receive tells it from the real code: left out of the score)
+or accepted (a real difference the tests do not catch, and why that is tolerable: kept in the
+score as a survivor). Matched on module, operator and the changed line (old, new: stripped), not
+on line numbers.
+
+(module, operator, old line, new line, "equivalent" | "accepted", one-line reason)
+"""
+from __future__ import annotations
+
+REASONS: list[tuple[str, str, str, str, str, str]] = [
+    ("analysis/stats.py", "ReplaceComparisonOperator_Gt_GtE",
+     "half = t_quantile(n) * sd / math.sqrt(n) if n > 1 else math.nan",
+     "half = t_quantile(n) * sd / math.sqrt(n) if n >= 1 else math.nan", "equivalent",
+     "n = 1: sd is NaN (ddof=1), so t_quantile(1) x NaN = NaN, as the else branch gives; n = 0 takes the else branch in both"),
+    ("analysis/stats.py", "NumberReplacer",
+     'return {tuple(k.split("-", 1)): v for k, v in values.items()}',
+     'return {tuple(k.split("-", 2)): v for k, v in values.items()}', "equivalent",
+     "pair labels are 'a-b' of two non-negative integer seeds (paper_table.py): no second dash to split at"),
+]

@@ -1,0 +1,58 @@
+"""What `make mutation` mutates and which tests judge each mutant (benchmarks/mutation.py reads it).
+
+Each module is run against the test files that cover it, not the whole suite: a mutant of
+analysis/stats.py is judged by the tests that call stats, in seconds. The order is the order of
+measurement: the analysis modules first (their tests take seconds), then src/codist's (their tests
+train real runs: minutes a mutant), so a run cut short has measured the cheap ones.
+
+`functions`: mutate only these top-level functions (the module's decision code).
+`k`: a pytest -k expression (the tests of those files that reach the module).
+`marks`: a pytest -m expression for that module's tests (the slow resume and geometry runs are
+left to the modules whose behaviour only they reach).
+"""
+from __future__ import annotations
+
+# module (relative to the checkout) -> test files (relative to tests/), pytest -m expression
+TARGETS: dict[str, dict] = {
+    "analysis/stats.py": {"tests": ["test_decision_rules.py", "test_claims.py"]},
+    "analysis/claims.py": {"tests": ["test_claims.py", "test_claims_summary.py", "test_decision_rules.py"],
+                           # the decision code; the markdown rendering below it is compared byte for byte
+                           # with the committed claims.md by test_claims_summary.py, not mutated here
+                           "functions": ["effects", "offset_steps", "deterministic_verdict", "val_floor", "judge",
+                                         "evaluate", "verdict_kind"]},
+    "analysis/regime.py": {"tests": ["test_regime.py", "test_decision_rules.py", "test_claims.py", "test_claims_summary.py"]},
+    "analysis/comm_identity.py": {"tests": ["test_regime.py", "test_claims_summary.py"], "k": "identit or claims"},
+    "src/codist/distill.py": {"tests": ["test_distill.py"]},
+    "src/codist/optim.py": {"tests": ["test_schedule.py"]},
+    "src/codist/comm.py": {"tests": ["test_comm.py"], "marks": "not slow"},
+    "src/codist/checkpoint.py": {"tests": ["test_fault_tolerance.py", "test_rank_rng.py"], "marks": "not slow"},
+    "src/codist/algorithms/codistill.py": {"tests": ["test_geometries.py", "test_codistill_teachers.py"]},
+    "src/codist/algorithms/model_average.py": {"tests": ["test_geometries.py", "test_algorithms.py"]},
+    "src/codist/algorithms/ensemble_compress.py": {"tests": ["test_algorithms.py"]},
+    "src/codist/algorithms/diloco.py": {"tests": ["test_diloco.py"]},
+}
+
+# cosmic-ray's operators left out (regular expressions matched at the start of the operator's name).
+# Kept: + and - into each other, * and / into each other; comparisons into their boundary twin
+# (< <=, > >=) and their negation (< >=, == !=, is / is not); unary minus and not dropped; and/or,
+# True/False, numbers +/- 1, zero-iteration loops, exception types, removed decorators,
+# break/continue, an added not. Left out: the other arithmetic swaps (+ into * or /: a mutant that
+# - into + already exercises), bitwise, shift, ** and % targets, comparisons turned into 'is' or an
+# unrelated order, ~ and unary +, and the variable replacer/inserter (random names). On this
+# 2-core machine a mutant of an analysis module costs 5-30 s, so the set is kept to these.
+EXCLUDE_OPERATORS = [
+    r"core/ReplaceBinaryOperator_\w+_(Pow|Mod|FloorDiv|RShift|LShift|BitOr|BitAnd|BitXor)$",
+    r"core/ReplaceBinaryOperator_(Add|Sub)_(Mul|Div)$", r"core/ReplaceBinaryOperator_(Mul|Div)_(Add|Sub)$",
+    r"core/ReplaceBinaryOperator_(Pow|Mod|FloorDiv|RShift|LShift|BitOr|BitAnd|BitXor)_\w+$",
+    r"core/ReplaceComparisonOperator_(Eq|NotEq|Lt|LtE|Gt|GtE)_(Is|IsNot)$",
+    r"core/ReplaceComparisonOperator_(Is|IsNot)_(Eq|NotEq|Lt|LtE|Gt|GtE)$",
+    r"core/ReplaceComparisonOperator_(Eq|NotEq)_(Lt|LtE|Gt|GtE)$",
+    r"core/ReplaceComparisonOperator_(Lt|LtE|Gt|GtE)_(Eq|NotEq)$",
+    r"core/ReplaceComparisonOperator_Lt_Gt$", r"core/ReplaceComparisonOperator_Gt_Lt$",
+    r"core/ReplaceComparisonOperator_LtE_GtE$", r"core/ReplaceComparisonOperator_GtE_LtE$",
+    r"core/ReplaceUnaryOperator_\w*(Invert|UAdd)\w*$", r"core/ReplaceUnaryOperator_USub_Not$",
+    r"core/VariableReplacer", r"core/VariableInserter",
+]
+
+# third-party modules the fork server (benchmarks/mutation_server.py) imports once; never the project's
+PRELOAD = ["numpy", "pandas", "scipy.stats", "yaml", "pytest", "torch", "matplotlib.pyplot"]
