@@ -32,9 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mutation_reasons import REASONS  # noqa: E402
-from mutation_targets import EXCLUDE_OPERATORS, PRELOAD, TARGETS  # noqa: E402
+from benchmarks.mutation_reasons import REASONS  # noqa: E402
+from benchmarks.mutation_targets import EXCLUDE_OPERATORS, PRELOAD, TARGETS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 FIELDS = ["module", "line", "operator", "occurrence", "change", "status", "reason"]
