@@ -11,6 +11,8 @@ pattern fails the test until it is given one.
 from __future__ import annotations
 
 import ast
+import re
+import subprocess
 from fnmatch import fnmatchcase
 from pathlib import Path
 
@@ -148,3 +150,49 @@ def test_the_scan_finds_a_cycle_and_an_upward_import(tmp_path):
     assert edges["toy.algorithms.toy_config"] == {"toy.launch"}
     assert cycles(edges) == [["toy.algorithms.toy_config", "toy.launch"]]
     assert upward(edges, rules) == ["toy.algorithms.toy_config (config) imports toy.launch (process)"]
+
+
+# ---------------------------------------------------------------- no sys.path glue (issue 25 item 4)
+
+ROOT = SRC.parent
+PACKAGES = ("analysis", "workflows", "benchmarks")   # installed beside codist (pyproject's package list)
+SYS_PATH = re.compile(r"\bsys\.path\.(insert|append|extend)\(|\bsite\.addsitedir\(")
+IMPORT = re.compile(r"^\s*(?:import|from)\s+([A-Za-z_]\w*)\b(?!\.)")   # a top-level module by its bare name
+
+
+def tracked(root: Path) -> list[Path]:
+    """The checkout's committed-or-added files outside tests/ (git's list: a file being written in
+    the shared tree but not yet added is not judged)."""
+    out = subprocess.run(["git", "ls-files", "-z"], cwd=root, capture_output=True, text=True, check=True).stdout
+    return [root / p for p in out.split("\0") if p and not p.startswith("tests/")
+            and (p.endswith((".py", ".smk")) or p == "Snakefile")]
+
+
+def sys_path_glue(files: list[Path], root: Path) -> list[str]:
+    """Every sys.path change, and every import of an analysis/, workflows/ or benchmarks/ module by
+    its bare name (which works only with that folder on sys.path), as 'file:line: text'."""
+    shared = {p.stem: d for d in PACKAGES for p in (root / d).glob("*.py") if p.stem != "__init__"}
+    found = []
+    for path in files:
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            bare = IMPORT.match(line)
+            if SYS_PATH.search(line) or (bare and bare.group(1) in shared):
+                found.append(f"{path.relative_to(root)}:{i}: {line.strip()}")
+    return found
+
+
+def test_no_sys_path_insert_outside_the_tests():
+    """analysis/, workflows/ and benchmarks/ are packages: they import what they share as
+    `analysis.x`, `workflows.x`, `benchmarks.x` (docs/architecture.md, "Packages"), not through sys.path."""
+    assert sys_path_glue(tracked(ROOT), ROOT) == []
+
+
+def test_the_glue_scan_finds_both_kinds(tmp_path):
+    (tmp_path / "analysis").mkdir()
+    (tmp_path / "analysis" / "stats.py").write_text("")
+    (tmp_path / "analysis" / "plot.py").write_text(
+        "import sys\nsys.path.insert(0, 'x')\nimport stats\nfrom stats import t\nfrom analysis import stats\n"
+        "from scipy import stats\nimport numpy\n")
+    assert sys_path_glue([tmp_path / "analysis" / "plot.py"], tmp_path) == [
+        "analysis/plot.py:2: sys.path.insert(0, 'x')", "analysis/plot.py:3: import stats",
+        "analysis/plot.py:4: from stats import t"]
