@@ -108,9 +108,16 @@ KillWait=30
 MinJobAge=300
 InactiveLimit=0
 JobRequeue=1
+# the nodes offer the CPUs written below even where the machine has fewer (see NODE_CPUS)
+SlurmdParameters=config_overrides
 {nodes}
 PartitionName=test Nodes={node_names} Default=YES MaxTime=INFINITE State=UP
 """
+# CPUs each node offers: the machine's, but at least 4, so that a 4-rank CPU run of the rehearsal
+# subset (one task of one CPU per rank: codist.cluster.job_resources) is schedulable on a 2-core
+# machine; its ranks run oversubscribed there, as every rehearsal does (launch.oversubscribe). On
+# such a machine the 4 also bound what runs at once: 4 ranks a node (under 9 GB of a rehearsal's)
+NODE_CPUS = 4
 NODE_LINE = "NodeName={name} NodeHostname={name} NodeAddr={addr} CPUs={cpus} RealMemory={mem} State=UNKNOWN"
 
 
@@ -163,7 +170,7 @@ class Cluster:
             raise StartError(f"{DEFAULT_CONF} exists: this machine has a SLURM of its own; "
                              f"run the slurm tests against it (SLURM_CONF=... pytest -m slurm) instead")
         self._network()
-        cpus = os.cpu_count() or 1
+        cpus = max(os.cpu_count() or 1, NODE_CPUS)
         self.conf.write_text(SLURM_CONF.format(
             ctl_host=CTL[0], ctl_addr=CTL[1], root=self.root, node_names=",".join(n for n, _ in NODES),
             nodes="\n".join(NODE_LINE.format(name=n, addr=a, cpus=cpus, mem=mem_mb()) for n, a in NODES)))
