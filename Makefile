@@ -48,10 +48,13 @@ test-fast: $(STAMP)
 # slurm-wlm and munge from apt if missing; each slurmd in network and UTS namespaces of its own on a
 # bridge; config, state and logs in a temp dir; daemons stopped by pid, namespaces deleted at the
 # end), then the tests marked slurm (one node: tests/test_slurm.py; across both nodes:
-# tests/test_slurm_two_nodes.py). Needs root (apt, the daemons, the namespaces).
+# tests/test_slurm_two_nodes.py; the full-scale rehearsal's CI subset through the slurm profile,
+# one run of each workload and algorithm family: tests/test_slurm_rehearsal.py, ~600 CPU s).
+# Needs root (apt, the daemons, the namespaces).
 test-slurm: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python tests/slurm/cluster.py run -- \
-		$(BIN)/python -m pytest -q -m slurm tests/test_slurm.py tests/test_slurm_two_nodes.py
+		$(BIN)/python -m pytest -q -m slurm tests/test_slurm.py tests/test_slurm_two_nodes.py \
+		tests/test_slurm_rehearsal.py
 
 # Your replication: its results go to $(RESULTS) (default results-local/, git-ignored), never over
 # the committed reference results/; a fresh clone has no results-local/, so every run of the default
