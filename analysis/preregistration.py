@@ -11,8 +11,9 @@ digest changes is a design change. Then, per claim:
 
   design_commit      the last design change (HEAD's design was fixed there); "uncommitted" when the
                      working tree's design differs from HEAD's
-  results_commit     the first commit holding a table of one of the claim's figures at the scale
-                     (results/<scale>/<paper>/<figure>_curves.csv): from then on, outcomes had been seen
+  results_commit     the first commit holding a table of one of the figures the claim reads, or read
+                     in any earlier version (results/<scale>/<paper>/<figure>_curves.csv): from then
+                     on, outcomes had been seen
   design_results     the first commit at or after design_commit that changed one of those tables:
                      the results of this design
   after_results      the design changes made in a later commit than results_commit: each must be
@@ -226,15 +227,17 @@ class History:
 
     def record(self, claim_id: str) -> Record:
         rec = Record(claim_id)
-        prev, designs = None, {}
+        prev, designs, figures = None, {}, set()
         for c in self.commits:
             d = self.design_at(c, claim_id)
             if d is not None and d != prev:
                 designs[c] = (prev, d)
                 rec.design_commit = c
+            figures |= set((d or {}).get("runs") or {})
             prev = d
         now = self.design_at(None, claim_id)
-        figures = sorted((now or {}).get("runs") or {})
+        # every figure the claim has read, then or now: a claim moved to a new figure has still seen the old one's results
+        figures = sorted(figures | set((now or {}).get("runs") or {}))
         commits = sorted({c for f in figures for c in self.results_commits(f)}, key=self.order.__getitem__)
         rec.results_commit = commits[0] if commits else ""
         if rec.design_commit:

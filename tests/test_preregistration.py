@@ -112,6 +112,16 @@ def test_a_design_change_after_results_must_be_declared(repo, change, key):
     assert results != changed
 
 
+def test_a_claim_moved_to_a_new_figure_has_still_seen_the_old_ones_results(repo):
+    repo.commit(spec())
+    results = repo.commit(results="series,seed\n")
+    doc = spec(**{"claims.0.figure": "g"})
+    doc["figures"]["g"] = doc["figures"]["f"]     # new runs (a figure without results yet), same series
+    moved = repo.commit(doc)
+    rec = repo.record()
+    assert (rec.results_commit, rec.after_results, rec.relation) == (results, [moved], "after results")
+
+
 def test_a_design_fixed_in_the_commit_of_its_results_or_not_yet_committed(repo):
     both = repo.commit(spec(), results="series,seed\n")
     rec = repo.record()
