@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -148,3 +150,71 @@ def test_a_run_directory_inside_another_is_refused_before_anything_is_deleted(tm
     assert result.stderr.strip() == (f"codist: --out {a}: holds another run's directory ({b}), which this run "
                                      f"would delete; use another --out")
     assert (b / "summary.json").exists() and (a / "metrics.jsonl").exists()
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A real 16 MB tmpfs (root only), unmounted afterwards; `fill()` writes zeros until it is full."""
+    mount = tmp_path / "fs"
+    mount.mkdir()
+    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mount)], capture_output=True,
+                          text=True)
+    if made.returncode:
+        pytest.skip(f"cannot mount a tmpfs here ({made.stderr.strip()}): a full disk needs root")
+
+    def fill():
+        fd = os.open(mount / "fill", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        try:
+            while True:
+                os.write(fd, b"\0" * 4096)
+        except OSError as e:
+            assert e.errno == 28
+        finally:
+            os.close(fd)
+    try:
+        yield mount, fill
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=True)
+
+
+def test_each_write_on_a_full_disk_names_its_file_and_leaves_nothing_half_written(small_fs):
+    import torch
+    from codist.runlog import MetricsLog, WriteError, atomic_torch_save, atomic_write_json
+    fs, fill = small_fs
+    log = MetricsLog(fs / "run" / "metrics.jsonl")
+    log.replace([])   # an empty file holds no page yet: the next row needs one
+    atomic_write_json(fs / "run" / "summary.json", {"old": True})
+    fill()
+    nospace = "(ENOSPC: No space left on device)"
+    with pytest.raises(WriteError) as e:
+        atomic_torch_save({"w": torch.zeros(100_000)}, fs / "run" / "checkpoint" / "group-0.pt")
+    assert str(e.value) == f"cannot write {fs / 'run/checkpoint/group-0.pt'} {nospace}"   # not torch's 'unexpected pos'
+    with pytest.raises(WriteError) as e:
+        atomic_write_json(fs / "run" / "summary.json", {"new": "x" * 10_000})
+    assert str(e.value) == f"cannot write {fs / 'run/summary.json'} {nospace}"
+    with pytest.raises(WriteError) as e:
+        log.append({"step": 1, "model": "0", "text": "x" * 5000})
+    assert str(e.value) == f"cannot append a row to {fs / 'run/metrics.jsonl'} {nospace}"
+    assert json.loads((fs / "run" / "summary.json").read_text()) == {"old": True}   # the old file stays whole
+    assert (fs / "run" / "metrics.jsonl").read_bytes() == b""
+    assert not list(fs.rglob("*.tmp")) and not list((fs / "run" / "checkpoint").iterdir())
+
+
+def test_a_run_on_a_full_disk_stops_in_one_line_with_its_last_checkpoint_whole(tmp_path, small_fs):
+    """A real `codist run` whose disk fills while it trains: one line naming the file, exit 1, no
+    summary, no temporary file, and latest.json still names a complete checkpoint to resume from."""
+    fs, fill = small_fs
+    run = fs / "run"
+    proc = start_cli_run(deep_update(LONG, {"train": {"checkpoint_every": 4}}), tmp_path, run)
+    deadline = time.monotonic() + 120
+    while not (run / "checkpoint" / "latest.json").exists():
+        assert time.monotonic() < deadline and proc.poll() is None, "no checkpoint"
+        time.sleep(0.05)
+    fill()
+    rc, out = stopped(proc)
+    assert rc == 1, out
+    assert re.search(rf"^codist: rank 0: cannot [a-zA-Z ]+ {run}/\S+ \(ENOSPC: No space left on "
+                     rf"device\)$", out, re.M), out
+    assert not (run / "summary.json").exists() and not list(run.rglob("*.tmp"))
+    step = json.loads((run / "checkpoint" / "latest.json").read_text())["step"]
+    assert {p.name for p in (run / "checkpoint" / f"step-{step}").iterdir()} == {"group-0.pt", "rank-0.pt"}

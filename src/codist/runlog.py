@@ -38,6 +38,9 @@ class WriteError(OSError):
     """A write into a run's directory failed (a full disk, say): the message names the file, the
     operation and the error, in one line."""
 
+    def __str__(self) -> str:
+        return str(self.strerror)
+
 
 class RunGone(RuntimeError):
     """This run's directory, its lock file or its metrics.jsonl was removed or replaced while it
@@ -256,7 +259,8 @@ class MetricsLog:
                 os.fsync(fd)
         finally:
             os.close(fd)
-        self.events.add(row)
+        with naming(self.events.folder, "write TensorBoard events to"):   # its writer thread's OSError
+            self.events.add(row)
 
     def replace(self, rows: list[dict]) -> None:
         """Start the file over with `rows` (none for a fresh run; a checkpoint's for a resumed one)."""
@@ -264,7 +268,8 @@ class MetricsLog:
             self.guard.check(self.path)
         atomic_write_bytes(self.path, rows_bytes(rows))
         self.identity = _identity(os.stat(self.path))
-        self.events.restart(rows)
+        with naming(self.events.folder, "write TensorBoard events to"):
+            self.events.restart(rows)
 
 
 def metrics_record(data: bytes) -> dict:
@@ -304,6 +309,23 @@ def hyperparameters(config: dict, prefix: str = "") -> dict[str, int | float | s
     return out
 
 
+def quiet_event_thread() -> None:
+    """TensorBoard's event writer thread dies on an OSError (a full disk) with a traceback of its
+    own; the rank's next add or flush raises the same error, which MetricsLog reports in one line.
+    So the thread's traceback is left out (other threads' errors are printed as before)."""
+    import threading
+    from tensorboard.summary.writer.event_file_writer import _AsyncWriterThread
+    previous = threading.excepthook
+    if getattr(previous, "codist_quiet", False):
+        return
+
+    def hook(args):
+        if not (isinstance(args.thread, _AsyncWriterThread) and issubclass(args.exc_type, OSError)):
+            previous(args)
+    hook.codist_quiet = True
+    threading.excepthook = hook
+
+
 class TensorBoardLog:
     """Metrics rows as TensorBoard scalars: every numeric value of a row, tag `<key>/<model>`,
     at step = the row's update, in `<folder>/<tensorboard_label>/`; the config as the run's
@@ -321,6 +343,7 @@ class TensorBoardLog:
     def add(self, row: dict) -> None:
         if self.writer is None:
             from torch.utils.tensorboard import SummaryWriter
+            quiet_event_thread()
             self.writer = SummaryWriter(log_dir=str(self.folder))
             self._add_config()
         for key, value in row.items():

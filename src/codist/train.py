@@ -207,7 +207,10 @@ def stopped(run: Run, e: RunGone | WriteError) -> int:
     summary, EXIT_FAILED. A directory that is another's now gets no rank report either."""
     print(f"codist: rank {run.topo.rank}: {e}", file=sys.stderr)
     if not getattr(e, "directory", False):
-        run.heartbeat.write({"state": "error", "error": str(e)})
+        try:
+            run.heartbeat.write({"state": "error", "error": str(e)})
+        except OSError:   # the same full disk: the line above said it
+            pass
     return EXIT_FAILED
 
 
