@@ -200,9 +200,11 @@ def test_each_write_on_a_full_disk_names_its_file_and_leaves_nothing_half_writte
     assert not list(fs.rglob("*.tmp")) and not list((fs / "run" / "checkpoint").iterdir())
 
 
+@pytest.mark.slow
 def test_a_run_on_a_full_disk_stops_in_one_line_with_its_last_checkpoint_whole(tmp_path, small_fs):
     """A real `codist run` whose disk fills while it trains: one line naming the file, exit 1, no
-    summary, no temporary file, and latest.json still names a complete checkpoint to resume from."""
+    summary, no temporary file, and latest.json still names a complete checkpoint to resume from.
+    Slow (30-35 s on 2 loaded cores): a real run until its first checkpoint, then the full disk."""
     fs, fill = small_fs
     run = fs / "run"
     proc = start_cli_run(deep_update(LONG, {"train": {"checkpoint_every": 4}}), tmp_path, run)
