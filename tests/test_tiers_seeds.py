@@ -163,3 +163,16 @@ def test_the_real_workflow_plans_the_paper_tier_with_fresh_seeds(tmp_path):
     assert rc == 0 and " 6 " in out.split("Job stats:")[1].split("train")[1].splitlines()[0] + " ", out
     rc, out = dry("results=r2", "tier=paper", "seed_offset=100")
     assert rc == 0 and " 12 " in out.split("Job stats:")[1].split("train")[1].splitlines()[0] + " ", out
+
+
+def test_make_replicate_compares_a_paper_tier_claim_as_not_in_this_tier(tmp_path):
+    from compare import compare_claims
+    cols = {"paper": ["toy", "toy"], "id": ["c-small", "c-big"], "measure": ["final", "final"], "n": [3, 3],
+            "effect_mean": [0.9, 0.9], "effect_sd": [0.1, 0.1], "interval_low": [0.7, 0.7], "interval_high": [1.1, 1.1]}
+    pd.DataFrame({**cols, "verdict": ["holds", "holds"]}).to_csv(tmp_path / "ref.csv", index=False)
+    local = pd.DataFrame({**cols, "verdict": ["holds", "not tested in this tier: figure 'big' is in the paper tier"]})
+    local.loc[1, ["n", "effect_mean", "effect_sd", "interval_low", "interval_high"]] = [0, None, None, None, None]
+    local.to_csv(tmp_path / "loc.csv", index=False)
+    rows = {r["name"]: r for r in compare_claims(tmp_path / "ref.csv", tmp_path / "loc.csv")}
+    assert rows["toy c-big"]["outcome"] == "not in this tier" and rows["toy c-big"]["reference"] == "holds"
+    assert rows["toy c-small"]["outcome"] == "bit-identical"
