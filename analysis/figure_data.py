@@ -112,18 +112,13 @@ def mean_curve(curves: pd.DataFrame, series: str, model: str, metric: str) -> pd
                          "seeds": g["seed"].nunique()}).reset_index()
 
 
-#: text written across every figure saved while set: the workflow sets it under `rehearsal=true`
-#: (workflows/common.smk), so a rehearsal's figure says on itself that it is not a result
-STAMP_ENV = "CODIST_FIGURE_STAMP"
-
-
-def save_png(fig, out: str | os.PathLike) -> None:
-    """Write the figure atomically (a killed job never leaves a half PNG), with $CODIST_FIGURE_STAMP
-    across it when set."""
+def save_png(fig, out: str | os.PathLike, stamp: str | None = None) -> None:
+    """Write the figure atomically (a killed job never leaves a half PNG), with `stamp` written
+    across it if given (a rehearsal's manifest has one: workflows/rehearsal.py)."""
     import matplotlib.pyplot as plt
-    if os.environ.get(STAMP_ENV):
-        fig.text(0.5, 0.5, os.environ[STAMP_ENV], ha="center", va="center", rotation=25, fontsize=28,
-                 color="tab:red", alpha=0.45, zorder=100)
+    if stamp:
+        fig.text(0.5, 0.5, stamp, ha="center", va="center", rotation=25, fontsize=28, color="tab:red",
+                 alpha=0.45, zorder=100)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
@@ -169,7 +164,7 @@ def finish(fig, manifest: dict, out, notes: tuple[str, ...] = (INTERVAL_NOTE,)) 
         [textwrap.fill("Paper: " + refs, int(width * 15))] if refs else [])
     fig.suptitle("\n".join(textwrap.fill(line, int(width * 11)) for line in title(manifest).split("\n")), fontsize=10)
     fit(fig, fig.text(0.01, 0.01, "\n".join(foot), fontsize=7, va="bottom") if foot else None)
-    save_png(fig, out)
+    save_png(fig, out, manifest.get("stamp"))
 
 
 def fit(fig, foot=None) -> None:

@@ -30,7 +30,7 @@ CODIST = [sys.executable, "-m", "codist"]
 
 @pytest.fixture(scope="module")
 def plan():
-    return load_plan(ROOT / "replications", "full")
+    return load_plan(ROOT / "replications", "full", tier="paper")
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflows"))
 from experiments import load_plan  # noqa: E402
-from rehearsal import ALLOWED, CI_SUBSET, RehearsalError, check, rehearse, scheduled_exchanges, shrink  # noqa: E402
+from rehearsal import ALLOWED, CI_SUBSET, TIER, RehearsalError, check, rehearse, scheduled_exchanges, shrink  # noqa: E402
 from workflow_config import check as check_workflow_config  # noqa: E402
 
 from codist.algorithms import registry  # noqa: E402
@@ -18,7 +18,7 @@ from codist.config import validate, to_dict  # noqa: E402
 
 @pytest.fixture(scope="module")
 def full():
-    plan = load_plan(ROOT / "replications", "full", "/data")
+    plan = load_plan(ROOT / "replications", "full", "/data", TIER)
     rehearsal, shrinks = rehearse(plan)
     return plan, rehearsal, shrinks
 
@@ -145,29 +145,32 @@ def test_closed_form_bytes_per_rank_per_update(full):
         == pytest.approx(2 * (per - 1) / per * 40 * ex / cd.train.steps)
 
 
-def test_a_figure_saved_under_the_rehearsal_stamp_says_so_on_itself(tmp_path, monkeypatch):
-    """analysis/figure_data.save_png writes $CODIST_FIGURE_STAMP across the figure (the workflow sets
-    it under rehearsal=true): the text is on the canvas, and the PNG has its red pixels."""
+def test_a_rehearsal_figure_says_so_on_itself(full, tmp_path):
+    """A rehearsal plan's figure manifests carry the stamp, and analysis/figure_data.finish writes it
+    across the figure: the text is on the canvas, and the PNG has its red pixels (none without)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
     from PIL import Image
     sys.path.insert(0, str(ROOT / "analysis"))
-    from figure_data import STAMP_ENV, save_png
+    from figure_data import finish
 
-    def draw(path):
+    plan, rehearsal, _ = full
+    assert "stamp" not in plan.figure_manifest("sun2016", "communication", "R")
+    manifest = rehearsal.figure_manifest("sun2016", "communication", "R")
+    assert manifest["stamp"] == "rehearsal: not a result"
+
+    def draw(path, manifest):
         fig, ax = plt.subplots(figsize=(4, 3))
         ax.plot([0, 1], [0, 1], color="black")
-        save_png(fig, path)
+        finish(fig, manifest, path, notes=())
         return fig, np.asarray(Image.open(path).convert("RGB")).astype(int)
 
-    monkeypatch.delenv(STAMP_ENV, raising=False)
-    plain, plain_px = draw(tmp_path / "plain.png")
-    monkeypatch.setenv(STAMP_ENV, "rehearsal: not a result")
-    stamped, stamped_px = draw(tmp_path / "stamped.png")
-    assert [t.get_text() for t in plain.texts] == []
-    assert [t.get_text() for t in stamped.texts] == ["rehearsal: not a result"]
+    plain, plain_px = draw(tmp_path / "plain.png", {**manifest, "stamp": None})
+    stamped, stamped_px = draw(tmp_path / "stamped.png", manifest)
+    assert "rehearsal: not a result" not in [t.get_text() for t in plain.texts]
+    assert "rehearsal: not a result" in [t.get_text() for t in stamped.texts]
     reddish = lambda px: int(((px[..., 0] - px[..., 2]) > 60).sum())   # noqa: E731
     assert reddish(plain_px) == 0 and reddish(stamped_px) > 500
 

@@ -49,7 +49,6 @@ if CONFIG.rehearsal:   # the same plan, each run shrunk as workflows/rehearsal.p
     from workflows.rehearsal import rehearse
     PLAN, _ = rehearse(PLAN)
     RESULTS = f"{RESULTS}/rehearsal"   # never into a real results tree
-    os.environ["CODIST_FIGURE_STAMP"] = "rehearsal: not a result"   # across its figures (figure_data.save_png)
 
 # A requested figure that exists at another scale only: one line naming the command that makes it,
 # instead of Snakemake's bare MissingRuleException; a mistyped figure or paper: one line with the

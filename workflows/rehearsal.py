@@ -20,7 +20,7 @@ shape, precision, algorithm, data) is the full run's. Results go under <results>
 config has another id: its own fields differ). `ledger` writes <results>/rehearsal/full/runs.csv.
 
     python workflows/rehearsal.py plan                  # every planned run's shrinks (no run)
-    python workflows/rehearsal.py run --data-root D [--only ID ...] [--cores N]
+    python workflows/rehearsal.py run --data-root D [--only ID ... | --ci] [--cores N | --profile P]
     python workflows/rehearsal.py ledger --data-root D  # runs.csv from what the runs left
     python workflows/rehearsal.py figures --data-root D # the figures whose runs are all rehearsed,
                                                         # stamped, and full/FIGURES.md listing the rest
@@ -46,6 +46,8 @@ from codist.config import ConfigError, RunConfig, to_dict, validate  # noqa: E40
 #: (23 GB shared by up to 8 ranks): the full-scale batch where it fits, else the cap
 CPU_BATCH = {"imagenet": (4, 25), "translation": (8, 16), "lm": (32, 16), "ctr": (128, 1024),
              "cifar": (128, 500)}
+#: the plan's tier: every full-scale figure (the paper tier holds the default tier's runs and more)
+TIER = "paper"
 PERIOD = 2          # updates between exchanges in a rehearsal (at most the planned period)
 RANKS = 2           # ranks per model group in a rehearsal (at most the planned)
 LAUNCH = {"device": "cpu", "launcher": "fork", "oversubscribe": True, "master_port": None,
@@ -182,14 +184,19 @@ def shrink(cfg: RunConfig, device: str = "cpu") -> RunConfig:
         raise RehearsalError(str(e)) from None
 
 
+#: written across every figure drawn from rehearsal runs
+STAMP = "rehearsal: not a result"
+
+
 @dataclass
 class RehearsalPlan(Plan):
     """A plan whose configs are rehearsals: each run directory keeps its planned run id, while the
     summary inside holds the rehearsal config's own id; a figure's manifest names that id (which the
-    analysis checks against the summary) and the planned one beside it."""
+    analysis checks against the summary) and the planned one beside it, and carries the stamp the
+    figure is drawn with (analysis/figure_data.finish)."""
 
     def figure_manifest(self, paper: str, figure: str, results: str) -> dict:
-        manifest = super().figure_manifest(paper, figure, results)
+        manifest = {**super().figure_manifest(paper, figure, results), "stamp": STAMP}
         for run in manifest["runs"]:
             run["planned_run_id"], run["run_id"] = run["run_id"], self.configs[run["run_id"]].run_id()
         return manifest
@@ -401,7 +408,8 @@ def draw_figures(plan: Plan, results_root: str, data_root: str, cores: int) -> i
     if ready:
         cmd = [str(Path(sys.executable).parent / "snakemake"), "--cores", str(cores), "--nolock",
                "--allowed-rules", *FIGURE_RULES, "--rerun-triggers", "mtime", "--forcerun", "figure_runs",
-               "--config", "scale=full", "rehearsal=true", f"results={results_root}", f"data_root={data_root}",
+               "--config", "scale=full", f"tier={TIER}", "rehearsal=true", f"results={results_root}",
+               f"data_root={data_root}",
                "--", *figure_targets(plan, results, ready)]
         rc = subprocess.call(cmd, cwd=ROOT)
     drawn = [k for k in ready if (results / "full" / k[0] / f"{k[1]}.png").exists()]
@@ -416,11 +424,13 @@ def main(argv=None) -> int:
     ap.add_argument("command", choices=["plan", "run", "ledger", "figures"])
     ap.add_argument("--replications", default=str(ROOT / "replications"))
     ap.add_argument("--results", default="results", help="the rehearsal writes under RESULTS/rehearsal/")
-    ap.add_argument("--data-root", help="the miniature data root (codist data fake --root DIR)")
+    ap.add_argument("--data-root", help="the data root: a miniature one (codist data fake --root DIR) or your own")
     ap.add_argument("--only", nargs="*", help="run ids to run (default: every planned run)")
-    ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument("--ci", action="store_true", help="run CI_SUBSET (make test-slurm's runs)")
+    ap.add_argument("--cores", type=int, default=2, help="local cores (without --profile)")
+    ap.add_argument("--profile", help="a Snakemake profile for the runs, e.g. env/profiles/slurm (default: local)")
     args = ap.parse_args(argv)
-    plan = load_plan(args.replications, "full", args.data_root)
+    plan = load_plan(args.replications, "full", args.data_root, TIER)
     rehearsal, shrinks = rehearse(plan)
     results = Path(args.results) / "rehearsal"
     if args.command == "figures":
@@ -430,11 +440,12 @@ def main(argv=None) -> int:
             print(f"{rid} {cfg.name}: " + "; ".join(map(str, shrinks[rid])))
         return 0
     if args.command == "run":
-        ids = args.only or list(plan.configs)
+        ids = args.only or (list(CI_SUBSET) if args.ci else list(plan.configs))
         targets = [f"{results}/full/runs/{i}/summary.json" for i in ids]
-        cmd = [str(Path(sys.executable).parent / "snakemake"), "--cores", str(args.cores), "--nolock", "--keep-going",
-               "--rerun-incomplete", *targets, "--config", "scale=full", "rehearsal=true",
-               f"results={args.results}", f"data_root={args.data_root}"]
+        where = ["--profile", args.profile] if args.profile else ["--cores", str(args.cores)]
+        cmd = [str(Path(sys.executable).parent / "snakemake"), *where, "--nolock", "--keep-going",
+               "--rerun-incomplete", "--config", "scale=full", f"tier={TIER}", "rehearsal=true",
+               f"results={args.results}", f"data_root={args.data_root}", "--", *targets]
         rc = subprocess.call(cmd, cwd=ROOT)
         print(f"rehearsal: snakemake exit {rc}", file=sys.stderr)
     rows = ledger(plan, rehearsal, shrinks, results)
