@@ -318,3 +318,61 @@ def test_imagenet_quarter_is_a_quarter_of_the_training_set_and_all_of_validation
         320_291.75, 50_000)
     assert regime.data_sizes({"name": "imagenet", "dataset": "imagefolder", "data_dir": "imagenet"}) == (
         1_281_167, 50_000)
+
+
+def test_two_censored_seeds_have_a_bound_with_one_degree_of_freedom():
+    # upper bounds 0.5, 0.7: mean 0.6, sd 0.1414214, se 0.1; t(0.95, 1) = 6.3137515: high = 1.2313751
+    iv = stats.upper_bound_interval(pd.Series([0.5, 0.7]))
+    assert iv.method == "one-sided t upper bound on censored upper bounds, t(0.95, 1) = 6.31"
+    assert iv.high == pytest.approx(1.2313751, abs=1e-6) and math.isnan(iv.low)
+
+
+def test_a_curve_that_reaches_the_target_exactly_reaches_it():
+    assert stats.steps_to([10, 20], [0.2, 0.5], 0.5, higher=True) == 20.0
+    assert stats.steps_to([10, 20], [0.5, 0.6], 0.5, higher=True) == 10.0
+
+
+# the real data sets' sizes (sources: analysis/regime.py's DATA_SETS comment): a wrong one moves every
+# full-scale epoch count and the underpowered rule's validation floor
+@pytest.mark.parametrize("workload, sizes", [
+    ({"name": "cifar", "dataset": "cifar10"}, (50_000, 10_000)),
+    ({"name": "cifar", "dataset": "cifar100"}, (50_000, 10_000)),
+    ({"name": "translation", "dataset": "fairseq", "data_dir": "wmt16_en_de_bpe32k"}, (4_500_966, 3_000)),
+    ({"name": "translation", "dataset": "fairseq", "data_dir": "iwslt14_de_en"}, (160_239, 7_283)),
+])
+def test_real_data_set_sizes(workload, sizes):
+    assert regime.data_sizes(workload) == sizes
+
+
+def test_a_text_corpus_counts_segments_of_seq_len_tokens():
+    # Common Crawl's 6 x 10^11 tokens in 32-token segments (the default) = 1.875 x 10^10; in 64: 9.375 x 10^9
+    train, val = regime.data_sizes({"name": "lm", "dataset": "text", "data_dir": "common_crawl_wet"})
+    assert train == 1.875e10 and math.isnan(val)
+    assert regime.data_sizes({"name": "lm", "dataset": "text", "data_dir": "common_crawl_wet", "seq_len": 64})[0] == 9.375e9
+
+
+def sgd(batch, world=1, models=None):
+    p = {"world_size": world, **({"models": models} if models else {})}
+    return {**IMG, "parallel": p, "train": {**IMG["train"], "batch_per_rank": batch}}
+
+
+def test_critical_ratio_compares_sync_sgd_with_itself_at_twice_the_batch():
+    regime._doubled_batch(sgd(128), "b2", sgd(64), "b")             # 128 = 2 x 64
+    regime._doubled_batch(sgd(64, world=2), "b2", sgd(64), "b")     # 2 ranks x 64 = 2 x 64
+    with pytest.raises(regime.RegimeError, match=r"series 'b2' has 96 examples per update, not twice series 'b''s 64"):
+        regime._doubled_batch(sgd(96), "b2", sgd(64), "b")
+    with pytest.raises(regime.RegimeError, match=r"critical_ratio: series 'b2' is not sync SGD of one model"):
+        regime._doubled_batch(sgd(64, world=2, models=2), "b2", sgd(64), "b")
+    codistill = {**sgd(128), "algorithm": {"name": "codistill"}}
+    with pytest.raises(regime.RegimeError, match=r"series 'b2' is not sync SGD of one model \(algorithm 'codistill'\)"):
+        regime._doubled_batch(codistill, "b2", sgd(64), "b")
+
+
+def test_an_algorithm_without_a_period_has_no_rounds():
+    with pytest.raises(regime.RegimeError, match=r"algorithm 'allreduce' has no exchange period \(its registration "
+                                                 r"names no period field\)"):
+        regime._period(IMG)
+    with pytest.raises(regime.RegimeError, match=r"algorithm 'model_average' has no exchange period \(its registration "
+                                                 r"names 'tau', not in this config\)"):
+        regime._period({**IMG, "algorithm": {"name": "model_average"}})
+    assert regime._period({**IMG, "algorithm": {"name": "model_average", "tau": 50}}) == 50
