@@ -24,7 +24,9 @@ import csv
 import datetime
 import hashlib
 import json
+import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -78,13 +80,15 @@ def test_command(sock: Path, python: Path, spec: dict) -> list[str]:
 
 
 def start_server(work: Path, tree: Path, python: Path) -> tuple[subprocess.Popen, Path]:
-    """benchmarks/mutation_server.py serving pytest in `tree`, its imports done; the copy's src/ and
-    analysis/ first on PYTHONPATH (the tests' own subprocesses inherit it)."""
-    env = {**os.environ, "PYTHONPATH": f"{tree / 'src'}:{tree / 'analysis'}", "PYTHONDONTWRITEBYTECODE": "1",
+    """benchmarks/mutation_server.py serving pytest in `tree`, its imports done; the copy's src/, root
+    (the analysis package) and analysis/ first on PYTHONPATH, before the editable install's finder
+    that maps codist and analysis to the checkout (the tests' own subprocesses inherit it)."""
+    env = {**os.environ, "PYTHONPATH": f"{tree / 'src'}:{tree}:{tree / 'analysis'}", "PYTHONDONTWRITEBYTECODE": "1",
            "PATH": f"{python.parent}:{os.environ['PATH']}"}
     sock = work / "pytest.sock"
     server = subprocess.Popen([str(python), str(ROOT / "benchmarks" / "mutation_server.py"), "serve", str(sock),
-                               str(tree), str(work / "last-test.log"), *PRELOAD], env=env, stdout=subprocess.PIPE, text=True)
+                               str(tree), str(work / "last-test.log"), str(ROOT), *PRELOAD], env=env,
+                              stdout=subprocess.PIPE, text=True)
     if server.stdout.readline().strip() != "ready":
         raise SystemExit(f"benchmarks/mutation_server.py did not start (exit {server.wait()})")
     return server, sock
@@ -177,20 +181,16 @@ def merge_csv(path: Path, fields: list[str], new: list[dict], modules: set[str])
     tmp.replace(path)
 
 
-def previous(module: str, out: Path, sha: str) -> list[dict] | None:
-    """The module's rows of `out` when they were measured on the same source (its sha256), else None."""
-    summary = out.with_name(out.stem + "_summary.csv")
-    if not (out.exists() and summary.exists()):
+def previous(module: str, out: Path, source: str) -> list[dict] | None:
+    """The module's rows of `out` when they were measured on the same mutation sites: each row's
+    changed line is still the same line of `source` (edits elsewhere, e.g. import lines, allowed)."""
+    if not out.exists():
         return None
-    def same(r):   # the recorded source's hash, else that of the module at the recorded commit
-        if r.get("module_sha256"):
-            return r["module_sha256"] == sha
-        shown = subprocess.run(["git", "show", f"{r['commit'].removesuffix('+worktree')}:{module}"], cwd=ROOT,
-                               capture_output=True)
-        return shown.returncode == 0 and hashlib.sha256(shown.stdout).hexdigest() == sha
-    if not any(r["module"] == module and same(r) for r in csv.DictReader(summary.open())):
-        return None
-    return [r for r in csv.DictReader(out.open()) if r["module"] == module]
+    rows = [r for r in csv.DictReader(out.open()) if r["module"] == module]
+    lines = source.splitlines()
+    same = all(0 < int(r["line"]) <= len(lines) and r["change"].startswith(lines[int(r["line"]) - 1].strip() + " -> ")
+               for r in rows)
+    return rows if rows and same else None
 
 
 def measure(module: str, spec: dict, work: Path, tree: Path, sock: Path, args, commit: str):
@@ -198,9 +198,9 @@ def measure(module: str, spec: dict, work: Path, tree: Path, sock: Path, args, c
     the mutants that survived the last run of the same source run again (tests are only ever added
     between such runs, so a killed mutant stays killed)."""
     sha = hashlib.sha256((tree / module).read_bytes()).hexdigest()
-    before = previous(module, args.out, sha) if args.survivors else None
+    before = previous(module, args.out, (tree / module).read_text()) if args.survivors else None
     if args.survivors and before is None:
-        print(f"{module}: no earlier run of this source in {args.out}: every mutant runs")
+        print(f"{module}: no earlier run of these mutation sites in {args.out}: every mutant runs")
     command = test_command(sock, args.python, spec)
     t0 = time.monotonic()
     base = subprocess.run(command, cwd=tree)
@@ -238,6 +238,29 @@ def measure(module: str, spec: dict, work: Path, tree: Path, sock: Path, args, c
     return rows, summary
 
 
+def harvest(work: Path, commit: str, out: Path) -> None:
+    """Rows of the mutants an interrupted run (its work folder) has measured so far, per module; the
+    summary's `rerun` says 'partial: k of n' (the others not measured)."""
+    summary_path = out.with_name(out.stem + "_summary.csv")
+    for cfg in sorted(work.glob("*.toml")):
+        module = re.search(r'module-path = "([^"]+)"', cfg.read_text()).group(1)
+        timeout = float(re.search(r"timeout = ([0-9.]+)", cfg.read_text()).group(1))
+        dump = subprocess.run(["cosmic-ray",
+                               "dump", str(cfg.with_suffix(".sqlite"))], check=True, capture_output=True, text=True).stdout
+        planned = sum(1 for line in dump.splitlines()
+                      if (json.loads(line)[1] or {}).get("worker_outcome") != "skipped")
+        rows = rows_of(module, dump)
+        source = subprocess.run(["git", "show", f"{commit}:{module}"], cwd=ROOT, check=True, capture_output=True).stdout
+        summary = summarise(module, rows, TARGETS[module], math.nan, timeout, math.nan, commit)
+        command = re.search(r'test-command = "(.*)"', cfg.read_text()).group(1)
+        summary["tests"] = command.split("no:cacheprovider ", 1)[1].replace("tests/", "").replace('\\"', '"')
+        summary.update(module_sha256=hashlib.sha256(source).hexdigest(),
+                       rerun="all" if len(rows) == planned else f"partial: {len(rows)} of {planned}")
+        merge_csv(out, FIELDS, rows, {module})
+        merge_csv(summary_path, SUMMARY_FIELDS, [summary], {module})
+        print(f"{module}: {len(rows)} of {planned} mutants measured, score {summary['score']}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--modules", nargs="*", default=list(TARGETS), help="modules of mutation_targets.TARGETS")
@@ -247,11 +270,17 @@ def main(argv=None) -> int:
                     help="folder of the cosmic-ray executables")
     ap.add_argument("--survivors", action="store_true",
                     help="run again only the mutants that survived the last run of the same source (after adding tests)")
+    ap.add_argument("--harvest", type=Path, help="the work folder of an interrupted run: write what it measured")
+    ap.add_argument("--commit", help="with --harvest: the commit that run copied")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "mutation.csv")
     args = ap.parse_args(argv)
     unknown = [m for m in args.modules if m not in TARGETS]
     if unknown:
         ap.error(f"benchmarks/mutation_targets.py has no module {unknown[0]} (known: {', '.join(TARGETS)})")
+    if args.harvest:
+        os.environ["PATH"] = f"{args.cosmic_ray}:{os.environ['PATH']}"
+        harvest(args.harvest, args.commit, args.out)
+        return 0
     summary_path = args.out.with_name(args.out.stem + "_summary.csv")
     work = Path(tempfile.mkdtemp(prefix="codist-mutation-"))
     try:

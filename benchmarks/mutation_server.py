@@ -1,7 +1,7 @@
 """A pytest fork server for benchmarks/mutation.py, so that a mutant costs its tests, not the
 ~4 s of CPU that importing numpy, pandas, scipy and torch takes on every start.
 
-    python benchmarks/mutation_server.py serve SOCKET TREE MODULE...   # imports MODULE..., listens
+    python benchmarks/mutation_server.py serve SOCKET TREE LOG CHECKOUT MODULE...   # imports MODULE..., listens
     python benchmarks/mutation_server.py client SOCKET -- PYTEST_ARGS  # cosmic-ray's test command
 
 The server imports only third-party modules (never the project's: the module under mutation is
@@ -24,7 +24,14 @@ import sys
 from pathlib import Path
 
 
-def serve(path: str, tree: str, preload: list[str], log: str) -> None:
+def leaks(tree: str, checkout: str) -> list[str]:
+    """The checkout's own source files (not the copy's) that this process imported."""
+    own = tuple(os.path.join(checkout, d) + os.sep for d in ("src", "analysis", "workflows", "benchmarks", "tests"))
+    return sorted(f for m in list(sys.modules.values())
+                  if (f := getattr(m, "__file__", None) or "").startswith(own) and f != os.path.abspath(__file__))
+
+
+def serve(path: str, tree: str, preload: list[str], log: str, checkout: str) -> None:
     sys.dont_write_bytecode = True
     os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
     os.chdir(tree)
@@ -49,6 +56,10 @@ def serve(path: str, tree: str, preload: list[str], log: str) -> None:
             code = 1
             try:
                 code = int(pytest.main(args))
+                leaked = leaks(tree, checkout)
+                if leaked:
+                    print(f"mutation_server: imported from the checkout, not the copy: {leaked}")
+                    code = 99
             finally:
                 sys.stdout.flush()
                 sys.stderr.flush()
@@ -78,7 +89,7 @@ def client(path: str, args: list[str]) -> int:
 
 if __name__ == "__main__":
     if sys.argv[1] == "serve":
-        serve(sys.argv[2], sys.argv[3], sys.argv[5:], sys.argv[4])
+        serve(sys.argv[2], sys.argv[3], sys.argv[6:], sys.argv[4], sys.argv[5])
     else:
         code = client(sys.argv[2], sys.argv[4:])
         sys.exit(code if 0 <= code < 256 else 1)
