@@ -239,7 +239,7 @@ def evaluate(paper_file: Path, figures: Path, scale: str) -> pd.DataFrame:
         declared = scale in spec.figures[c.figure].scales
         tier = spec.figures[c.figure].tier
         # a paper-tier figure's tables exist only where `make replicate TIER=paper` (or the reference) made them
-        other_tier = tier == "paper" and not runs.exists() and declared and not c.full_scale_only
+        other_tier = tier == "paper" and not runs.exists() and declared and not c.full_scale_only and scale != "full"
         if not runs.exists() and declared and not c.full_scale_only and not other_tier:
             raise ClaimError(f"{where}: figure {c.figure!r} has no {runs} at scale {scale!r}")
         manifest = read_manifest(runs) if runs.exists() else {"runs": [], "panels": []}

@@ -56,6 +56,12 @@ def test_the_default_tier_plans_default_figures_and_the_paper_tier_all(tmp_path)
     assert msg == ("results/embedded/toy/big.png: toy big is a paper-tier figure: add --config tier=paper "
                    "(make replicate TIER=paper)")
     assert unplanned_target(paper, "results", "results/embedded/toy/big.png") is None
+    # the full scale is the papers' own setups: every figure, whatever the tier
+    for fig in ("small", "big"):
+        doc = yaml.safe_load((tmp_path / "toy" / "experiments.yaml").read_text())
+        doc["figures"][fig]["scales"]["full"] = doc["figures"][fig]["scales"]["embedded"]
+        (tmp_path / "toy" / "experiments.yaml").write_text(yaml.safe_dump(doc))
+    assert set(load_plan(tmp_path, "full").figures) == {("toy", "small"), ("toy", "big")}
 
 
 def test_a_typo_in_a_paper_tier_claim_still_fails_the_paper_tier_plan(tmp_path):

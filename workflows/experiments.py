@@ -247,10 +247,11 @@ def without_probes(cfg: RunConfig) -> dict:
     return d
 
 
-def in_tier(figure_tier: str, tier: str) -> bool:
+def in_tier(figure_tier: str, tier: str, scale: str) -> bool:
     """Whether a figure of `figure_tier` is planned when `tier` is asked: the default tier plans the
-    default figures, the paper tier every figure."""
-    return figure_tier == "default" or tier == "paper"
+    default figures, the paper tier every figure. Tiers divide the CPU-sized scales' budget; the full
+    scale is the papers' own setups, so it plans every figure whatever the tier."""
+    return figure_tier == "default" or tier == "paper" or scale == "full"
 
 
 def shifted_seeds(seeds: list[int], offset: int, where: str) -> list[int]:
@@ -287,7 +288,7 @@ def load_paper(path: str | os.PathLike, scale: str, plan: Plan) -> None:
             raise ExperimentsError(f"{where}: figure id must match {ID_RE.pattern}")
         plan.scales_of[(paper, str(fig_id))] = tuple(fig.scales)
         plan.tier_of[(paper, str(fig_id))] = fig.tier
-        if scale not in fig.scales or not in_tier(fig.tier, plan.tier):
+        if scale not in fig.scales or not in_tier(fig.tier, plan.tier, scale):
             continue
         where = f"{where}, scale {scale!r}"
         sc = raw_figures[fig_id]["scales"][scale]
@@ -334,7 +335,7 @@ def load_paper(path: str | os.PathLike, scale: str, plan: Plan) -> None:
              for k in SPEC_KEYS if k in raw})
     if errors:
         raise ExperimentsError("\n".join(errors))
-    planned = {f for f, fig in spec.figures.items() if in_tier(fig.tier, plan.tier)}
+    planned = {f for f, fig in spec.figures.items() if in_tier(fig.tier, plan.tier, scale)}
     errors = check_references(spec, path, scale, series_models, logged, planned)
     if errors:
         raise ExperimentsError("\n".join(errors))
@@ -386,7 +387,7 @@ def unplanned_target(plan: Plan, results: str, target: str) -> str | None:
         return _unknown_figure(plan, target, m[1], m[2])
     scales = plan.scales_of[(m[1], m[2])]
     name = f"{m[2]}{m[3]}"
-    if plan.scale in scales and not in_tier(plan.tier_of[(m[1], m[2])], plan.tier):
+    if plan.scale in scales and not in_tier(plan.tier_of[(m[1], m[2])], plan.tier, plan.scale):
         return (f"{target}: {m[1]} {m[2]} is a paper-tier figure: add --config tier=paper "
                 f"(make replicate TIER=paper)")
     if "full" in scales:
