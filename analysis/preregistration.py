@@ -5,12 +5,13 @@ series, models, offsets, margin (`at_least`, `within`), target, whether it is de
 (`full_scale_only`, its presence), its per-scale overrides, every regime check's numbers (quantity,
 series, metric, fraction, steps, min, max, `over`, ...; not the check's name, source or why), and,
 for every figure the claim or a check reads, the scale's seeds and the resolved run config (preset,
-base, overrides) of every series they name (run lengths, schedules, weight decay, ...). Its digest is
-computed at every commit of the paper's experiments file and of the presets; a commit where the
-digest changes is a design change. Then, per claim:
+base, overrides; without what the run id leaves out) of every series they name (run lengths,
+schedules, weight decay, ...). It is read at every commit of the paper's experiments file and of the
+presets; a commit where it differs from the previous one is a design change. Then, per claim:
 
-  design_commit      the last design change (HEAD's design was fixed there); "uncommitted" when the
-                     working tree's design differs from HEAD's
+  design_commit      the last design change (HEAD's design was fixed there)
+  relation           before / with / after results (below); "uncommitted" when the working tree's
+                     design differs from HEAD's; "no results" when no figure of it has a table
   results_commit     the first commit holding a table of one of the figures the claim reads, or read
                      in any earlier version (results/<scale>/<paper>/<figure>_curves.csv): from then
                      on, outcomes had been seen
@@ -31,8 +32,6 @@ from __future__ import annotations
 import argparse
 import copy
 import functools
-import hashlib
-import json
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -149,10 +148,6 @@ def claim_design(doc: dict, claim_id: str, scale: str, read_preset) -> dict | No
         runs[fig] = {"seeds": sc.get("seeds"), "series": series}
     design["runs"] = runs
     return design
-
-
-def digest(design) -> str:
-    return hashlib.sha256(json.dumps(design, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 @dataclass
