@@ -89,6 +89,17 @@ dry-run: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/harness_overhead.py
 
+# Mutation score of the modules that decide published numbers (benchmarks/mutation.py; not in CI:
+# hours on 2 cores). cosmic-ray runs from its own environment, .venv/cosmic-ray, pinned by
+# env/requirements-mutation.txt (a tool, kept out of the lock). MODULES="analysis/stats.py ..."
+# measures only those; SURVIVORS=1 reruns only the last run's survivors (after adding tests).
+.PHONY: mutation
+$(VENV)/cosmic-ray/bin/cosmic-ray: env/requirements-mutation.txt
+	$(PYTHON) -m venv $(VENV)/cosmic-ray
+	$(VENV)/cosmic-ray/bin/pip install -q -r env/requirements-mutation.txt
+mutation: $(STAMP) $(VENV)/cosmic-ray/bin/cosmic-ray
+	nice -n 10 $(BIN)/python benchmarks/mutation.py $(if $(MODULES),--modules $(MODULES)) $(if $(SURVIVORS),--survivors)
+
 # GPU-hours of `--config scale=full` per figure and paper (src/codist/budget.py): prints the table and
 # rewrites README's "Full scale: cost" section and results/bench/full_scale_budget.csv.
 budget: $(STAMP)

@@ -220,7 +220,11 @@ def measure(module: str, spec: dict, work: Path, tree: Path, sock: Path, args, c
     subprocess.run([str(cr / "cr-filter-operators"), str(session), str(cfg)], **quiet)
     if lines:
         subprocess.run([str(cr / "cr-filter-lines"), "--config", str(cfg), str(session)], **quiet)
+    planned = None
     if before is not None:
+        listed = subprocess.run([str(cr / "cosmic-ray"), "dump", str(session)], cwd=tree, check=True,
+                                capture_output=True, text=True).stdout
+        planned = sum(1 for line in listed.splitlines() if (json.loads(line)[1] or {}).get("worker_outcome") != "skipped")
         again = [[f"core/{r['operator']}", int(r["occurrence"])] for r in before if r["status"] in ("survived", "equivalent")]
         subprocess.run([str(cr / "python"), "-c", ONLY, str(session), json.dumps(again)], **quiet)
     print(f"{module}: baseline {baseline:.1f} s, timeout {timeout:.0f} s, tests {' '.join(spec['tests'])}"
@@ -234,7 +238,8 @@ def measure(module: str, spec: dict, work: Path, tree: Path, sock: Path, args, c
         rows = rows + [{k: r[k] for k in FIELDS} for r in before if (r["operator"], int(r["occurrence"])) not in rerun]
         rows.sort(key=lambda r: (int(r["line"]), r["operator"], int(r["occurrence"])))
     summary = summarise(module, rows, spec, baseline, timeout, time.monotonic() - t0, commit)
-    summary.update(module_sha256=sha, rerun="survivors" if before is not None else "all")
+    summary.update(module_sha256=sha, rerun="all" if before is None else "survivors of " + (
+        f"the earlier run" if len(rows) >= planned else f"an earlier partial run: {len(rows)} of {planned} measured"))
     return rows, summary
 
 
