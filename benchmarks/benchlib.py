@@ -2,7 +2,7 @@
 directory and return what it left (summary.json, metrics.jsonl rows), deep-merge config
 overrides onto a preset, and note the machine's load.
 
-The runs go through `codist.launch.run` (the same path as `codist run`), so every number is
+The runs go through `codist.launching.launch.run` (the same path as `codist run`), so every number is
 the harness's own, not a re-implementation of it. The load average is recorded beside each
 timing because this 2-core machine is shared: a timing taken while someone else's tests run
 is slower, and the raw rows must show it.
@@ -16,7 +16,8 @@ from pathlib import Path
 
 import yaml
 
-from codist import config, launch
+from codist import config
+from codist.launching import launch
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESETS = ROOT / "replications" / "presets" / "embedded"

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from codist import config, launch
+from codist import config
+from codist.launching import launch
 
 PRESETS = Path(__file__).resolve().parents[1] / "replications" / "presets" / "embedded"
 CASES = {

@@ -59,7 +59,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from codist import config, launch
+from codist import config
+from codist.launching import launch
 from codist.algorithms.state import flat_state
 from codist.comm import ring_all_reduce_bytes
 from codist.workloads import build_workload

@@ -186,7 +186,7 @@ def plain(kind: str, ranks: int, steps: int, batch: int) -> dict:
         result = Path(tmp) / "result.json"
         env = {**os.environ, "OMP_NUM_THREADS": "1", "DS_ACCELERATOR": "cpu", "CUDA_VISIBLE_DEVICES": "",
                "BENCH_LAUNCH_UNIX": repr(time.time()),
-               # this environment's tools first (its ninja builds DeepSpeed's CPU op), as codist.launch does
+               # this environment's tools first (its ninja builds DeepSpeed's CPU op), as codist.launching.launch does
                "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(ranks),
                "--master_port", str(free_port()), str(Path(__file__).resolve()), "--worker", kind,

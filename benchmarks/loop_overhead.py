@@ -40,7 +40,7 @@ import pandas as pd
 import yaml
 
 from benchmarks import benchlib
-from codist.launch import free_port
+from codist.launching.launch import free_port
 
 
 UPDATE = {"local": "LocalUpdate", "engine": "a DeepSpeed engine"}

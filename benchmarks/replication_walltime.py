@@ -45,7 +45,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks import benchlib
-from codist.warm_client import stop_servers
+from codist.launching.warm_client import stop_servers
 
 
 def snakemake(args: list[str], cores: int, results: Path, log: Path) -> float:

@@ -32,7 +32,7 @@ import pandas as pd
 import yaml
 
 from benchmarks import benchlib
-from codist.warm_client import stop_servers
+from codist.launching.warm_client import stop_servers
 
 RUN = {"workload": {"name": "cifar", "dataset": "embedded", "arch": "resnet8", "width": 8, "image_size": 12,
                     "train_size": 2000, "val_size": 500},

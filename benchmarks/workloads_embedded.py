@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from codist import config, launch
+from codist import config
+from codist.launching import launch
 from codist.workloads import build_workload
 
 PRESETS = Path(__file__).resolve().parents[1] / "replications" / "presets" / "embedded"

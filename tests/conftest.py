@@ -39,7 +39,7 @@ def session_warm_servers(tmp_path_factory):
         patch.setenv("XDG_RUNTIME_DIR", str(folder))
         patch.setenv("CODIST_CACHE_DIR", str(tmp_path_factory.mktemp("generated")))
         yield
-    from codist.warm_client import stop_servers
+    from codist.launching.warm_client import stop_servers
     stop_servers(folder, signal.SIGKILL)
 
 
@@ -51,7 +51,7 @@ def warm_dir(tmp_path, monkeypatch):
     folder.mkdir()
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(folder))
     yield folder / f"codist-warm-{os.getuid()}"
-    from codist.warm_client import stop_servers
+    from codist.launching.warm_client import stop_servers
     stop_servers(folder, signal.SIGKILL)
 
 
@@ -74,7 +74,8 @@ def write_config(tmp_path):
 
 def launch_run(out_dir: Path, extra: dict, base: dict = TINY) -> Path:
     """Validate TINY + extra, launch it for real, return the run directory (fails loudly)."""
-    from codist import config, launch
+    from codist import config
+    from codist.launching import launch
     cfg = config.validate(deep_update(base, extra), f"test config {out_dir.name}")
     assert launch.run(cfg, out_dir) == 0, f"run {out_dir} failed"
     return out_dir

@@ -10,7 +10,8 @@ import torch
 import torch.multiprocessing as mp
 from conftest import TINY, deep_update, launch_run, read_rows
 
-from codist import config, launch
+from codist import config
+from codist.launching import launch
 
 
 def _bn(model):

@@ -9,7 +9,9 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from codist import launch, train
+from codist import train
+from codist import exits
+from codist.launching.launchers import Launcher
 from codist.cli import EXIT_CODES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,10 +41,10 @@ def test_every_listed_subcommand_has_its_own_help():
 
 
 def test_the_exit_codes_are_the_codes_the_code_returns():
-    assert launch.EXIT_PREEMPTED == train.EXIT_PREEMPTED == 3
-    assert launch.EXIT_DIVERGED == train.EXIT_DIVERGED == 4
+    assert exits.EXIT_PREEMPTED == train.EXIT_PREEMPTED == 3
+    assert exits.EXIT_DIVERGED == train.EXIT_DIVERGED == 4
     assert train.EXIT_CONFIG == 2
-    assert launch.exit_code.__doc__ and "128 + N" in launch.exit_code.__doc__
+    assert Launcher.exit_code.__doc__ and "128 + N" in Launcher.exit_code.__doc__
     bad = codist("check", str(ROOT / "no-such-config.yaml"))
     assert bad.returncode == 2 and bad.stderr.startswith("codist: "), bad.stderr   # bad input: 2
 

@@ -11,11 +11,11 @@ import pytest
 from conftest import ROOT
 
 from codist import config
-from codist.cluster import job_resources, srun_command
+from codist.launching.cluster import job_resources, srun_command
 from codist.rank_env import expand_nodelist, hostnames, job_port, srun_env as rank_env
 from codist.config import ConfigError
-from codist import launch
-from codist.launch import build_command, check_fits
+from codist.launching import launch
+from codist.launching.launch import build_command, check_fits
 
 PY = sys.executable
 SNAKEMAKE = str(Path(PY).parent / "snakemake")
@@ -164,7 +164,7 @@ def test_srun_line_for_two_and_sixteen_nodes(tmp_path):
     entry = ["codist.train", "--config", "C", "--out", "O"]
     for world, nodes in ((16, 2), (128, 16)):
         cmd = srun_command(gpu_cfg(world), "cuda", entry, 1234, "4711")
-        assert cmd == [PY, "-m", "codist.cluster", "relay", "--", "srun", "--nodes", str(nodes), "--ntasks", str(world), "--ntasks-per-node", "8",
+        assert cmd == [PY, "-m", "codist.launching.cluster", "relay", "--", "srun", "--nodes", str(nodes), "--ntasks", str(world), "--ntasks-per-node", "8",
                        "--cpus-per-task", "6", "--gpus-per-task=1", "--kill-on-bad-exit=0", "--wait=60",
                        f"--export=ALL,MASTER_PORT={job_port(4711)},CODIST_OWNER=", PY, "-m", *entry]
     assert srun_command(gpu_cfg(16, master_port=29999), "cuda", entry, 1, "4711")[17] == \
@@ -184,7 +184,7 @@ def test_build_command_uses_srun_only_in_a_batch_script(tmp_path):
     assert build_command(cpu, tmp_path / "c.yaml", tmp_path, 5, env={"SLURM_JOB_ID": "1"})[5] == "srun"
     warm = config.validate({"parallel": {"world_size": 2}, "launch": {"device": "cpu", "launcher": "warm"}})
     assert build_command(warm, tmp_path / "c.yaml", tmp_path, 5, env={"SLURM_JOB_ID": "1"})[1:3] == \
-        ["-m", "codist.fork_launcher"]
+        ["-m", "codist.launching.fork"]
     with pytest.raises(ConfigError, match="2 SLURM nodes .* not in a job's batch script"):
         build_command(cfg, tmp_path / "c.yaml", tmp_path, 1, env={"SLURM_JOB_NODELIST": "gpu[01-02]",
                                                                  "SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0"})

@@ -91,7 +91,8 @@ def test_meter_agrees_with_deepspeeds_comms_logger_on_a_two_rank_run(tmp_path, w
     import sys
     from pathlib import Path
 
-    from codist import config, launch
+    from codist import config
+    from codist.launching import launch
     path = write_config({"parallel": {"world_size": 2}})
     out = tmp_path / "run"
     env = launch.launch_env(config.load(path), "cpu", threads=1)   # the launcher's: its ninja, DS_ACCELERATOR

@@ -3,7 +3,7 @@ import pytest
 
 from codist import cli, config
 from codist.config import ConfigError
-from codist.launch import check_fits
+from codist.launching.launch import check_fits
 
 
 def test_valid_config_resolves_defaults(write_config):

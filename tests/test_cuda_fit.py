@@ -154,7 +154,7 @@ def test_the_srun_path_checks_too(monkeypatch):
     import torch
 
     from codist import config
-    from codist.launch import check_fits
+    from codist.launching.launch import check_fits
     monkeypatch.setattr(cuda_fit, "driver_version", lambda: "535.104.05")
     monkeypatch.setattr(cuda_fit, "gpus", lambda: [V100])
     monkeypatch.setattr(torch.version, "cuda", "13.0")

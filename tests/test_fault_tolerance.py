@@ -13,7 +13,9 @@ import torch
 import yaml
 from conftest import TINY, deep_update, launch_run, read_rows
 
-from codist import checkpoint, config, launch
+from codist import checkpoint, config
+from codist.exits import EXIT_PREEMPTED
+from codist.launching import launch
 
 pytestmark = pytest.mark.slow
 
@@ -104,7 +106,7 @@ def test_lm_resume_equals_uninterrupted_with_carried_hidden_state(tmp_path):
     proc = start(cfg_path, out)
     wait_for_checkpoint(out, proc, 10)
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=120) == launch.EXIT_PREEMPTED
+    assert proc.wait(timeout=120) == EXIT_PREEMPTED
     rerun = start(cfg_path, out)
     assert rerun.wait(timeout=300) == 0, rerun.stdout.read()
     assert_same_run(ref, out)
@@ -115,7 +117,7 @@ def test_sigterm_checkpoints_and_exits_for_requeue(reference, cfg_path, tmp_path
     proc = start(cfg_path, out)
     wait_for_checkpoint(out, proc, 10)
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=120) == launch.EXIT_PREEMPTED
+    assert proc.wait(timeout=120) == EXIT_PREEMPTED
     assert "preempted" in proc.stdout.read()
     assert not (out / "summary.json").exists()
     stopped_at = json.loads((out / "checkpoint" / "latest.json").read_text())["step"]

@@ -13,9 +13,11 @@ import pytest
 from conftest import TINY, deep_update, gone, launch_run, read_rows, read_summary, wait_for_checkpoint
 from conftest import start_cli_run as start
 
-from codist import config, launch, rank_env
+from codist import config, rank_env
+from codist.launching import launch
 from codist.config import ConfigError
-from codist.launch import build_command, check_fits
+from codist.exits import EXIT_PREEMPTED
+from codist.launching.launch import build_command, check_fits
 
 TWO = {"parallel": {"world_size": 2}}
 
@@ -33,7 +35,8 @@ def comparable(rows):
 def test_fork_command(tmp_path):
     cfg = config.validate({**TWO, "launch": {"launcher": "fork"}})
     cmd = build_command(cfg, tmp_path / "c.yaml", tmp_path, 29500, env={})
-    assert cmd == [sys.executable, "-m", "codist.fork_launcher", "--nprocs", "2", "--master_port", "29500", "--",
+    assert cmd == [sys.executable, "-m", "codist.launching.fork", "--nprocs", "2", "--master_port", "29500",
+                   "--workload", "cifar", "--",
                    "--config", str(tmp_path / "c.yaml"), "--out", str(tmp_path)]
 
 
@@ -84,7 +87,7 @@ def test_sigterm_to_a_fork_run_checkpoints_exits_3_and_resumes(tmp_path, warm_di
     proc = start(long, tmp_path, out)
     wait_for_checkpoint(out, proc, 10)
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=120) == launch.EXIT_PREEMPTED
+    assert proc.wait(timeout=120) == EXIT_PREEMPTED
     assert "preempted" in proc.stdout.read()
     assert not (out / "summary.json").exists()
     assert {json.loads(p.read_text())["state"] for p in (out / ".ranks").glob("rank-*.json")} == {"preempted"}
@@ -109,7 +112,7 @@ def test_a_dead_forked_rank_stops_the_others_and_is_named(tmp_path):
     os.kill(pid, signal.SIGKILL)
     rc = proc.wait(timeout=120)
     text = proc.stdout.read()
-    assert rc not in (0, launch.EXIT_PREEMPTED) and time.time() - t0 < 60, text[-2000:]
+    assert rc not in (0, EXIT_PREEMPTED) and time.time() - t0 < 60, text[-2000:]
     assert "rank 1 (pid" in text and "rank 1 died" in text, text[-2000:]
 
 

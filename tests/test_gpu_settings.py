@@ -101,7 +101,7 @@ def test_a_rank_given_one_gpu_uses_device_0_else_its_local_rank():
 
 
 def test_the_srun_line_binds_one_gpu_per_gpu_rank_only():
-    from codist.cluster import srun_command
+    from codist.launching.cluster import srun_command
     entry = ["codist.train", "--config", "C", "--out", "O"]
     gpu = config.validate({"parallel": {"world_size": 16}, "launch": {"device": "cuda"}})
     cpu = config.validate({"parallel": {"world_size": 2}, "launch": {"device": "cpu", "launcher": "torchrun"}})

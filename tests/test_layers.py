@@ -20,11 +20,10 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 
 LAYERS = ("entry", "process", "rank", "config", "base")   # top first: a module imports its own layer or lower
 RULES = (   # (module pattern, layer), first match wins
-    # entry: the commands a user or the warm server's process runs
-    ("codist.__main__", "entry"), ("codist.cli", "entry"), ("codist.warm_cli", "entry"),
+    # entry: the command a user runs
+    ("codist.__main__", "entry"), ("codist.cli", "entry"),
     # process side: check, start, supervise and own a run's processes and directory; the data commands
-    ("codist.launch", "process"), ("codist.fork_launcher", "process"), ("codist.warm_server", "process"),
-    ("codist.warm_client", "process"), ("codist.cluster", "process"), ("codist.rundir", "process"),
+    ("codist.launching", "process"), ("codist.launching.*", "process"), ("codist.rundir", "process"),
     ("codist.cuda_fit", "process"), ("codist.inputs", "process"), ("codist.datacheck", "process"),
     ("codist.fake_data", "process"), ("codist.fake_data.*", "process"),
     # config: the run schema and the registries (torch-free), the plan's budget
@@ -136,6 +135,45 @@ def test_no_module_imports_a_layer_above_its_own():
     assert upward(imports(SRC, "codist")) == []
 
 
+LAUNCHERS = {"deepspeed", "torchrun", "fork", "warm"}
+
+
+def name_tests(root: Path) -> list[str]:
+    """Every comparison (==, !=, in, not in) of a value with a launcher's name, as file:line."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Compare):
+                values = [node.left, *node.comparators]
+                values += [e for v in values if isinstance(v, (ast.Tuple, ast.List, ast.Set)) for e in v.elts]
+                if any(isinstance(v, ast.Constant) and v.value in LAUNCHERS for v in values):
+                    found.append(f"{path.relative_to(root)}:{node.lineno}")
+    return found
+
+
+def test_a_launchers_name_is_read_in_one_place():
+    """The process side asks a launcher what it does (codist.launching.launchers.named(cfg).forks,
+    its command, stop and exit code) instead of testing its name."""
+    assert name_tests(SRC / "codist") == []
+    launchers = (SRC / "codist" / "launching" / "launchers.py").read_text()
+    reads = [line for path in (SRC / "codist").rglob("*.py") for line in path.read_text().splitlines()
+             if "NAMED[" in line]
+    assert reads == ["    return NAMED[cfg.launch.launcher]"] and reads[0] in launchers
+
+
+def test_the_process_side_is_one_package_read_top_down():
+    """codist.launching holds the process side; its __init__ imports nothing (the ranks import the
+    base modules, never this package) and names every module in it."""
+    package = SRC / "codist" / "launching"
+    init = (package / "__init__.py").read_text()
+    assert not [n for n in ast.walk(ast.parse(init)) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    assert {p.stem for p in package.glob("*.py")} - {"__init__"} <= {
+        w.strip("`:,.") for w in init.split() if w.startswith("`")}
+    edges = imports(SRC, "codist")
+    assert not [f"{a} imports {b}" for a in edges for b in edges[a]
+                if b.startswith("codist.launching") and layer(a) not in ("entry", "process")]
+
+
 def test_the_scan_finds_a_cycle_and_an_upward_import(tmp_path):
     """The checks above can fail: a package with a function-level upward import that closes a cycle."""
     pkg = tmp_path / "toy"
@@ -150,6 +188,8 @@ def test_the_scan_finds_a_cycle_and_an_upward_import(tmp_path):
     assert edges["toy.algorithms.toy_config"] == {"toy.launch"}
     assert cycles(edges) == [["toy.algorithms.toy_config", "toy.launch"]]
     assert upward(edges, rules) == ["toy.algorithms.toy_config (config) imports toy.launch (process)"]
+    (pkg / "launch.py").write_text("def pick(cfg):\n    return 1 if cfg.launcher in ('fork', 'warm') else 2\n")
+    assert name_tests(pkg) == ["launch.py:2"]
 
 
 # ---------------------------------------------------------------- no sys.path glue (issue 25 item 4)

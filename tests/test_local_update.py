@@ -9,7 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from codist import config, launch
+from codist import config
+from codist.launching import launch
 from conftest import TINY, deep_update
 
 

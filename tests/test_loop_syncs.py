@@ -8,7 +8,7 @@ import torch.multiprocessing as mp
 import yaml
 from conftest import TINY, deep_update
 
-from codist import launch
+from codist.launching import launch
 
 # one model with an extra loss term (so both sums are exercised), evaluated every 10 updates
 RUN = deep_update(TINY, {"algorithm": {"name": "label_smoothing", "weight": 0.2},

@@ -50,7 +50,7 @@ def test_jupyter_opens_the_notebook_sources_as_notebooks(tmp_path):
     import time
     import urllib.request
 
-    from codist.launch import free_port
+    from codist.launching.launch import free_port
     port, token = free_port(), "codist-test"
     server = subprocess.Popen([sys.executable, "-m", "jupyter", "server", "--no-browser", "--allow-root",
                                f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={ROOT}"],

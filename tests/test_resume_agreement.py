@@ -8,7 +8,8 @@ import torch
 import torch.multiprocessing as mp
 from conftest import TINY, deep_update, launch_run, read_rows
 
-from codist import checkpoint, config, launch
+from codist import checkpoint, config
+from codist.launching import launch
 from codist.runlog import atomic_torch_save, atomic_write_json
 
 RUN_ID = "r1"

@@ -5,7 +5,8 @@ import json
 import pytest
 import torch
 
-from codist import config, launch
+from codist import config
+from codist.launching import launch
 from codist.comm import ring_all_reduce_bytes
 from codist.workloads import build_workload
 

@@ -3,18 +3,23 @@ finished run is not retrained by accident, another run's files are refused (or c
 --fresh), a stop signal's checkpoint resumes whatever checkpoint_every is, and on the default
 DeepSpeed launcher a SIGTERM or the death of `codist run` reaches every rank."""
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 from conftest import TINY, deep_update, wait_gone, read_rows, read_summary
 from conftest import start_cli_run as start
 
-from codist import config, launch
+from codist import config
+from codist.exits import EXIT_PREEMPTED
+from codist.launching.launchers import NAMED
+from codist.launching.supervise import rank_reports
 from codist.rundir import RunDir
 
 # the directory's ownership does not depend on the launcher: TINY's warm one (the signal test below
@@ -34,7 +39,7 @@ def wait_for_step(out: Path, proc, world: int, at_least: int, timeout=180) -> li
     """The ranks' pids once every rank reports >= at_least updates (heartbeats every 2 s)."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        reports = launch.rank_reports(out)
+        reports = rank_reports(out)
         if len(reports) == world and all(r.get("step", 0) >= at_least for r in reports.values()):
             return [reports[r]["pid"] for r in range(world)]
         assert proc.poll() is None, f"run ended early: {proc.stdout.read()[-2000:]}"
@@ -63,10 +68,9 @@ def test_an_unfinished_runs_leftovers_are_cleared_before_it_starts(tmp_path):
 
 
 def test_the_exit_code_of_a_signal_is_128_plus_n():
-    cfg = config.validate({})
-    assert launch.exit_code(cfg, -signal.SIGKILL) == 137
-    assert launch.exit_code(cfg, 256 - signal.SIGTERM) == 143   # the DeepSpeed launcher's -15
-    assert launch.exit_code(config.validate({"launch": {"launcher": "torchrun"}}), 3) == 3
+    assert NAMED["deepspeed"].exit_code(-signal.SIGKILL) == 137
+    assert NAMED["deepspeed"].exit_code(256 - signal.SIGTERM) == 143   # the DeepSpeed launcher's -15
+    assert NAMED["torchrun"].exit_code(3) == 3 and NAMED["torchrun"].exit_code(-signal.SIGTERM) == 143
 
 
 @pytest.mark.slow
@@ -79,7 +83,7 @@ def test_a_second_run_on_the_same_directory_fails_at_once(tmp_path):
     assert second.returncode == 2 and time.time() - t0 < 60, second.stderr
     assert f"in use by another codist run (pid {first.pid})" in second.stderr, second.stderr
     first.send_signal(signal.SIGTERM)
-    assert first.wait(timeout=120) == launch.EXIT_PREEMPTED
+    assert first.wait(timeout=120) == EXIT_PREEMPTED
 
 
 @pytest.mark.slow
@@ -111,7 +115,7 @@ def test_a_stop_signal_checkpoint_resumes_without_checkpoint_every(tmp_path):
     proc = start(cfg, tmp_path, out)
     wait_for_step(out, proc, 1, 20)
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=120) == launch.EXIT_PREEMPTED
+    assert proc.wait(timeout=120) == EXIT_PREEMPTED
     stopped = json.loads((out / "checkpoint" / "latest.json").read_text())["step"]
     rerun = cli(cfg, tmp_path, out)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
@@ -123,23 +127,39 @@ TWO_RANKS = deep_update(LONG, {"parallel": {"world_size": 2}, "train": {"checkpo
 
 @pytest.mark.slow
 @pytest.mark.parametrize("launcher,how", [("deepspeed", "SIGTERM"), ("deepspeed", "SIGINT"), ("deepspeed", "kill -9"),
-                                          ("torchrun", "kill -9"), ("fork", "kill -9")])
+                                          ("torchrun", "kill -9"), ("fork", "kill -9"),
+                                          ("deepspeed", "SIGTERM to every process"),
+                                          ("torchrun", "SIGTERM to every process")])
 def test_the_ranks_stop_with_codist_run(tmp_path, launcher, how):
     """SIGTERM / Ctrl-C to `codist run` reach every rank (checkpoint, exit 3, resumable); after
-    kill -9 of `codist run` the ranks notice their owner is gone and stop the same way. (The DeepSpeed
-    launcher passes neither on; torchrun's SIGTERM and the fork and warm launchers' are tested in
-    test_fault_tolerance, test_fork_launcher and test_warm_launcher.)"""
+    kill -9 of `codist run` the ranks notice their owner is gone and stop the same way. SIGTERM to
+    every process of the run at once, as a service manager stops one (`codist run`, and `kill -TERM
+    -- -PGID` of every process group under it), still lets the ranks checkpoint before
+    `codist run` says why it ended (the DeepSpeed launcher's runner dies of it at once; it exited
+    143 blaming 'killed, or out of memory?'). (The DeepSpeed launcher passes no signal on;
+    torchrun's SIGTERM and the fork and warm launchers' are tested in test_fault_tolerance,
+    test_fork_launcher and test_warm_launcher.)"""
     out = tmp_path / "run"
     proc = start(deep_update(TWO_RANKS, {"launch": {"launcher": launcher}}), tmp_path, out)
     pids = wait_for_step(out, proc, 2, 10)
     if how == "kill -9":
         proc.kill()
+    elif how == "SIGTERM to every process":   # codist run, and every process group under it (the
+        # DeepSpeed launcher's session holds its runner, launch and ranks; torchrun gives each rank its own)
+        tree = psutil.Process(proc.pid).children(recursive=True)
+        assert set(pids) <= {p.pid for p in tree}
+        os.kill(proc.pid, signal.SIGTERM)
+        for group in {os.getpgid(p.pid) for p in tree} - {os.getpgid(proc.pid)}:
+            os.killpg(group, signal.SIGTERM)
+        assert proc.wait(timeout=180) == EXIT_PREEMPTED, proc.stdout.read()[-3000:]
+        said = proc.stdout.read()
+        assert "preempted; checkpoint written" in said and "killed, or out of memory" not in said, said[-3000:]
     else:
         proc.send_signal(getattr(signal, how))
-        assert proc.wait(timeout=120) == launch.EXIT_PREEMPTED, proc.stdout.read()[-3000:]
+        assert proc.wait(timeout=120) == EXIT_PREEMPTED, proc.stdout.read()[-3000:]
     assert wait_gone(pids), "ranks still running after codist run ended"
-    states = {r["state"] for r in launch.rank_reports(out).values()}
-    assert states == {"preempted"}, launch.rank_reports(out)
+    states = {r["state"] for r in rank_reports(out).values()}
+    assert states == {"preempted"}, rank_reports(out)
     assert not (out / "summary.json").exists()
     assert json.loads((out / "checkpoint" / "latest.json").read_text())["step"] >= 10
     RunDir(out).close()   # the lock went with codist run: the directory is free again

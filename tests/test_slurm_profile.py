@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from codist import config
-from codist.cluster import job_resources
+from codist.launching.cluster import job_resources
 from test_cluster import sbatch_line
 from test_workflow import BASE, ROOT, SNAKEMAKE, figure, toy_paper
 

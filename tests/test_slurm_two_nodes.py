@@ -1,7 +1,7 @@
 """Two nodes for real: jobs across the two slurmd nodes of `make test-slurm`'s cluster, each node
 in a network and UTS namespace of its own (tests/slurm/cluster.py: hosts codist-n1 and
 codist-n2 on a bridge, 10.250.0.0/24). A job asks for two nodes and two ranks per node
-(launch.gpus_per_node=2: codist.cluster.job_resources' multi-node geometry, as on GPUs; one rank
+(launch.gpus_per_node=2: codist.launching.cluster.job_resources' multi-node geometry, as on GPUs; one rank
 per node is not possible: snakemake-executor-plugin-slurm refuses an `mpi` job whose
 tasks_per_node is 1);
 `codist run` in its batch script starts the ranks with one srun, each rank takes MASTER_ADDR
@@ -25,7 +25,7 @@ from conftest import ROOT, deep_update, launch_run, read_rows
 from test_slurm import (RUN, cluster_up, comparable, job_state, preempt_and_resubmit, sbatch_options, slurm,
                         srun_steps, submit, wait_job)
 
-from codist.cluster import hostnames, job_port
+from codist.rank_env import hostnames, job_port
 
 _spec = importlib.util.spec_from_file_location("test_slurm_cluster", ROOT / "tests" / "slurm" / "cluster.py")
 slurm_cluster = importlib.util.module_from_spec(_spec)

@@ -46,7 +46,7 @@ def test_student_learns_from_the_saved_ensemble(tmp_path):
 
 @pytest.mark.slow
 def test_missing_teacher_files_fail_clearly(tmp_path):
-    from codist import launch
+    from codist.launching import launch
     cfg = config.validate({"name": "s", "workload": {"name": "cifar", "train_size": 64, "val_size": 32, "width": 4},
                            "algorithm": {"name": "distill", "teacher_run": "000000000000"},
                            "train": {"steps": 2, "batch_per_rank": 8, "eval_every": 2},

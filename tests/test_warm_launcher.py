@@ -11,9 +11,11 @@ import pytest
 from conftest import TINY, deep_update, gone, wait_gone, launch_run, read_rows, read_summary, wait_for_checkpoint
 from conftest import start_cli_run as start
 
-from codist import config, launch
+from codist import config
+from codist.launching import launch
 from codist.config import ConfigError
-from codist.warm_client import server_key
+from codist.exits import EXIT_PREEMPTED
+from codist.launching.warm_client import server_key
 
 TWO = {"parallel": {"world_size": 2}}
 WARM = {"launch": {"launcher": "warm"}}
@@ -102,7 +104,7 @@ def test_a_run_that_dies_fails_alone_and_the_server_goes_on(tmp_path, warm_dir):
     os.kill(rank_pids(victim, 2)[1], signal.SIGKILL)
     rc = proc.wait(timeout=120)
     text = proc.stdout.read()
-    assert rc not in (0, launch.EXIT_PREEMPTED), text[-2000:]
+    assert rc not in (0, EXIT_PREEMPTED), text[-2000:]
     assert "victim: run failed" in text and "rank 1 died" in text, text[-2000:]
     assert bystander.wait(timeout=180) == 0, bystander.stdout.read()[-2000:]
     assert [r["step"] for r in read_rows(tmp_path / "bystander")] == [3, 6]

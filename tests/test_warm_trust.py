@@ -24,10 +24,11 @@ import pytest
 import yaml
 from conftest import ROOT, TINY
 
-from codist import warm_client, warm_server
+from codist.launching import warm_client, warm_server
+from codist.owner import proc_stat
 from codist.rank_env import rank_env
-from codist.warm_client import WarmRun, WarmUnavailable, server_key
-from codist.warm_server import UntrustedPath, open_private, private_dir, send_message
+from codist.launching.warm_client import WarmRun, WarmUnavailable, server_key
+from codist.launching.warm_server import UntrustedPath, open_private, private_dir, send_message
 
 PROBE_USER = "codist-probe"
 SECRET = "s3cret-token-of-the-victim"
@@ -145,8 +146,8 @@ def light_server(folder: Path) -> tuple[subprocess.Popen, Path]:
     """A real warm server whose imports are skipped (the checks under test come before any run)."""
     private_dir(folder)
     sock = folder / "0123456789abcdef.sock"
-    proc = subprocess.Popen([sys.executable, "-c", "import sys; from codist import fork_launcher, warm_server; "
-                             "fork_launcher.preload = lambda args: None; sys.exit(warm_server.main(sys.argv[1:]))",
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from codist.launching import fork, warm_server; "
+                             "fork.preload = lambda workload=None: None; sys.exit(warm_server.main(sys.argv[1:]))",
                              "--socket", str(sock), "--idle_s", "60"],
                             env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, stderr=subprocess.PIPE, text=True)
     assert "listening" in proc.stderr.readline()
@@ -154,7 +155,7 @@ def light_server(folder: Path) -> tuple[subprocess.Popen, Path]:
 
 
 def request_over(sock_path: Path, request: dict) -> dict | None:
-    from codist.warm_server import MessageReader
+    from codist.launching.warm_server import MessageReader
     with socket.socket(socket.AF_UNIX) as s:
         s.connect(str(sock_path))
         send_message(s, request)
@@ -164,7 +165,7 @@ def request_over(sock_path: Path, request: dict) -> dict | None:
 
 def test_the_server_serves_its_own_user_only_and_checks_every_request(tmp_path, other_user, shared_tmp):
     """The umask-000 probe: another user who can reach the socket gets no run (SO_PEERCRED), and a
-    request of this user that is not `codist run`, or whose environment is another key's, starts nothing."""
+    request of this user that is not the fork launcher's, or whose environment is another key's, starts nothing."""
     base = shared_tmp
     server, sock = light_server(base / "srv")
     try:
@@ -173,7 +174,7 @@ def test_the_server_serves_its_own_user_only_and_checks_every_request(tmp_path, 
         attacker = as_user(other_user, f"""
 import socket, sys
 sys.path.insert(0, {str(ROOT / 'src')!r})
-from codist.warm_server import send_message
+from codist.launching.warm_server import send_message
 s = socket.socket(socket.AF_UNIX); s.connect({str(sock)!r}); s.settimeout(20)
 try:
     send_message(s, {{"argv": ["--nprocs", "1", "--master_port", "29999", "--", "--config", "/x", "--out",
@@ -185,12 +186,10 @@ except (BrokenPipeError, ConnectionResetError):
         out, err = attacker.communicate(timeout=60)
         assert "ANSWER b''" in out, out + err   # closed without a word
         (base / "srv").chmod(0o700)
-        assert request_over(sock, {"cli": ["check", "x.yaml"], "env": {}, "cwd": "/", "config": "x.yaml",
-                                   "pid": os.getpid(), "launched_unix": 0})["refused"].startswith(
-            "a request is 'run' (codist run's options) or 'argv'")
-        assert request_over(sock, {"run": {"config": "x.yaml", "overrides": []}, "env": {}, "cwd": "/",
-                                   "config": "x.yaml", "pid": os.getpid(), "launched_unix": 0})["refused"] == (
-            "this server was started without a run_command: 'argv' requests only")
+        for other in ({"cli": ["check", "x.yaml"], "env": {}, "cwd": "/"},
+                      {"run": {"config": "x.yaml", "overrides": []}, "env": {}, "cwd": "/", "pid": os.getpid()}):
+            assert request_over(sock, other)["refused"].startswith(
+                "a request carries the fork launcher's 'argv', 'env' and 'cwd'")
         assert "does not match this server's key" in request_over(
             sock, {"argv": ["--nprocs", "1", "--master_port", "1", "--"], "env": {}, "cwd": "/"})["refused"]
     finally:
@@ -210,13 +209,13 @@ def test_a_server_of_another_user_gets_no_request(tmp_path, other_user, shared_t
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT / "src"), "HOME": "/", "XDG_RUNTIME_DIR": str(base)}
     victim = as_user(other_user, f"""
 import os
-from codist.warm_client import WarmRun, WarmUnavailable, server_key
+from codist.launching.warm_client import WarmRun, WarmUnavailable, server_key
 env = {env!r}
 os.environ.update(env)
 print(server_key(env), flush=True)
 input()
 try:
-    WarmRun({{"argv": [], "env": {{**env, "VICTIM_SECRET": {SECRET!r}}}}}, env)
+    WarmRun([], {{**env, "VICTIM_SECRET": {SECRET!r}}})
 except WarmUnavailable as e:
     print("REFUSED", e)
 """)
@@ -278,10 +277,10 @@ def test_a_pid_the_server_names_is_signalled_only_if_it_is_the_servers_run(tmp_p
             fake = FakeServer(reply)
             try:
                 with pytest.raises(RuntimeError, match=f"named pid {bystander}, which is not its own run"):
-                    WarmRun({"argv": [], "env": dict(os.environ)}, dict(os.environ))
+                    WarmRun([], dict(os.environ))
             finally:
                 fake.close()
-        assert warm_client.process_stat(bystander)[0] in "SR"   # alive, never signalled
+        assert proc_stat(bystander)[0] in "SR"   # alive, never signalled
     finally:
         os.kill(bystander, signal.SIGKILL)
 

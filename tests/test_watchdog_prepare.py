@@ -1,4 +1,4 @@
-"""Data preparation never races the hang watchdog (codist.heartbeat, codist.launch._watch): a rank
+"""Data preparation never races the hang watchdog (codist.heartbeat, codist.launching.supervise._watch): a rank
 that prepares for longer than launch.hang_timeout_s, reporting progress or working on the CPU,
 trains; a rank blocked for good while preparing is still killed. Real `codist run`s (the warm
 launcher's processes, a 2-rank gloo world) with a plugin algorithm whose set-up is slow

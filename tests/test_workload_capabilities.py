@@ -11,8 +11,8 @@ from codist.workloads import REGISTRY
 
 PRELOAD = """
 import sys
-from codist import fork_launcher
-fork_launcher.preload(["--config", sys.argv[1], "--out", "unused"])
+from codist.launching import fork
+import yaml; fork.preload(yaml.safe_load(open(sys.argv[1]))["workload"]["name"])
 print("fairseq" in sys.modules and sys.modules["fairseq"] is not None)
 """
 

@@ -53,7 +53,8 @@ import yaml
 from codist.algorithms import model_names, registry as algorithm_registry
 from codist.config import PROBES, ConfigError, RunConfig, deep_merge, to_dict, validate
 from codist.data_root import needs_root, with_data_root
-from codist.launch import cluster_resources, threads_per_rank
+from codist.launching.cluster import job_resources as cluster_resources
+from codist.launching.launch import threads_per_rank
 from codist.workloads.metrics import LOGGED
 
 # the experiments-file schema lives with the analysis that also reads it

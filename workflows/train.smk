@@ -42,7 +42,7 @@ rule train:
     threads: lambda wc: PLAN.threads(wc.run_id, workflow.cores)
     resources:
         ranks=lambda wc: PLAN.config(wc.run_id).parallel.world_size,
-        # what a SLURM job asks for, derived from the run config (codist.cluster.job_resources):
+        # what a SLURM job asks for, derived from the run config (codist.launching.cluster.job_resources):
         # nodes x tasks_per_node srun tasks (one per rank) when mpi is set, else one task
         nodes=lambda wc: PLAN.resources(wc.run_id)["nodes"],
         tasks_per_node=lambda wc: PLAN.resources(wc.run_id)["tasks_per_node"],

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .exits import EXIT_CODES
+from .exits import EXIT_BAD_INPUT, EXIT_CODES
 
 
 class _Version(argparse.Action):
@@ -64,26 +64,21 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     options = {"config": args.config, "overrides": args.overrides, "data_root": args.data_root,
                "out": getattr(args, "out", None), "fresh": getattr(args, "fresh", False)}
-    if args.command == "run":   # a warm run: all of it in the warm server, which has the imports below
-        from .warm_cli import run_in_warm_server
-        code = run_in_warm_server(options, launched_unix)
-        if code is not None:
-            return code
-        from .launch import run_command
-        return run_command(options, launched_unix)
-    import yaml
-
-    from . import config as config_mod
     from .config import ConfigError
     from .inputs import check_inputs
-    from .launch import check_fits, command_config, resolve_device
-    try:   # `codist check`: the config only; whether it fits this machine is a note
+    from .launching.launch import check_fits, command_config, resolve_device, run
+    try:
         cfg = command_config(options)
-        check_inputs(cfg)   # a missing data folder fails here, not on every rank after launch
+        if args.command == "run":
+            return run(cfg, options["out"] or f"runs/{cfg.run_id()}", launched_unix, options["fresh"])
+        check_inputs(cfg)   # `codist check`: a missing data folder fails here, not on every rank after launch
     except ConfigError as e:
         print(f"codist: {e}", file=sys.stderr)
-        return 2
-    print(yaml.safe_dump(config_mod.to_dict(cfg), sort_keys=False), end="")
+        return EXIT_BAD_INPUT
+    import yaml   # `codist check`: the config only; whether it fits this machine is a note
+
+    from .config import to_dict
+    print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
     try:
         check_fits(cfg, resolve_device(cfg))
         fits = "yes"

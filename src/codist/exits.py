@@ -1,5 +1,5 @@
-"""How a run ends, defined once: the exit codes (`codist run`'s, a rank's, the fork launcher's and
-the warm supervisor's), a process's end as one of them, and the stop signals a parent passes on.
+"""How a run ends, defined once: the exit codes (`codist run`'s, a rank's, the fork launcher's),
+a process's end as one of them, and the stop signals a parent passes on.
 
 Imports nothing of codist or torch: the fork launcher's parent must stay light until it forks.
 """
@@ -14,7 +14,6 @@ EXIT_FAILED = 1
 EXIT_BAD_INPUT = 2   # a config, key, --set value or command line that cannot run (a rank: the world is not the config's)
 EXIT_PREEMPTED = 3   # checkpointed on SIGTERM/SIGINT/SIGUSR1: not done, rerun to resume
 EXIT_DIVERGED = 4    # a training loss or an evaluation became NaN or inf: stopped, no summary.json, no models
-RETRY_COLD = 75      # a warm supervisor: this server's imports do not fit the validated config; the client runs it
 
 # What `codist run` returns (`codist --help` and README "Exit codes" are this table; tests/test_cli_help.py)
 EXIT_CODES = (

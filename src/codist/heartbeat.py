@@ -1,7 +1,7 @@
 """A rank's heartbeat: RUN/.ranks/rank-<r>.json holds its pid, state, last update done and the time
-of its last progress, or the error that ended it. `codist.launch`'s hang watchdog reads these files
-to kill a run in which no rank made progress for `launch.hang_timeout_s` and to name a rank that
-died or hangs.
+of its last progress, or the error that ended it. The hang watchdog (codist.launching.supervise)
+reads these files to kill a run in which no rank made progress for `launch.hang_timeout_s` and to
+name a rank that died or hangs.
 
 Progress, not liveness. A background thread writes a beat only when the rank moved on since the
 last one:

@@ -2,7 +2,8 @@
 owner has gone (kill -9 of `codist run`, a closed terminal) stops as on SIGTERM: checkpoint,
 exit 3. This holds for every launcher, including those that neither forward signals nor die
 with their parent (the DeepSpeed launcher). A process is named by its pid and start time, so a
-reused pid is not mistaken for the owner."""
+reused pid is not mistaken for the owner. `proc_stat` is the one reader of /proc/<pid>/stat (the
+warm client's checks of its server's run and the supervisor's wait for a tree use it too)."""
 from __future__ import annotations
 
 import os
@@ -12,15 +13,22 @@ from pathlib import Path
 ENV = "CODIST_OWNER"   # "<pid>:<start time in clock ticks since boot>"
 
 
-def start_ticks(pid: int | str = "self") -> int | None:
-    """The process's start time (clock ticks since boot, /proc/<pid>/stat field 22), None if gone."""
+def proc_stat(pid: int | str = "self") -> tuple[str, int, int, int, int] | None:
+    """(state, parent pid, process group, session, start time in clock ticks since boot) of a
+    process, from /proc/<pid>/stat; None if it has exited (a zombie too) or was never there."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()   # after the name
     except (OSError, IndexError):
         return None
     if fields[0] in ("Z", "X"):   # exited, not yet reaped
         return None
-    return int(fields[19])
+    return fields[0], int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19])
+
+
+def start_ticks(pid: int | str = "self") -> int | None:
+    """The process's start time (clock ticks since boot), None if gone."""
+    stat = proc_stat(pid)
+    return stat[4] if stat else None
 
 
 def process_start_unix() -> float:

@@ -1,9 +1,8 @@
 """What a rank's environment holds for its threads and device, which GPU it uses, and, for a rank
 started as an srun task, torch.distributed's variables from SLURM's (`srun_env`), computed without
-the config module: `codist.launch.launch_env` starts from it for every launcher, the warm client
-needs it before validating a config (to find the warm server whose imports were made under that
-environment), and the ranks read it (codist.distributed). The contract between the process side
-and the ranks: it imports nothing of codist."""
+the config module: codist.launching.launch.launch_env starts from it for every launcher, the warm
+server is keyed by the import-time part of it, and the ranks read it (codist.distributed). The
+contract between the process side and the ranks: it imports nothing of codist."""
 from __future__ import annotations
 
 import itertools
@@ -84,6 +83,14 @@ def rank_env(base: Mapping[str, str], threads: int, device: str) -> dict[str, st
     src = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join([src, env["PYTHONPATH"]]) if env.get("PYTHONPATH") else src
     return env
+
+
+def local_rank_env(rank: int, world: int, port: int, addr: str = "127.0.0.1") -> dict[str, str]:
+    """torchrun's env:// variables for rank `rank` of a one-node world (the lone rank, a forked one)."""
+    n = str(world)
+    return {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": n, "LOCAL_WORLD_SIZE": n, "GROUP_RANK": "0",
+            "GROUP_WORLD_SIZE": "1", "ROLE_RANK": str(rank), "ROLE_WORLD_SIZE": n, "MASTER_ADDR": addr,
+            "MASTER_PORT": str(port)}
 
 
 # ------------------------------------------------------------------ an srun task's rank

@@ -114,7 +114,7 @@ SlurmdParameters=config_overrides
 PartitionName=test Nodes={node_names} Default=YES MaxTime=INFINITE State=UP
 """
 # CPUs each node offers: the machine's, but at least 4, so that a 4-rank CPU run of the rehearsal
-# subset (one task of one CPU per rank: codist.cluster.job_resources) is schedulable on a 2-core
+# subset (one task of one CPU per rank: codist.launching.cluster.job_resources) is schedulable on a 2-core
 # machine; its ranks run oversubscribed there, as every rehearsal does (launch.oversubscribe). On
 # such a machine the 4 also bound what runs at once: 4 ranks a node (under 9 GB of a rehearsal's)
 NODE_CPUS = 4

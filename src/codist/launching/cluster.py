@@ -1,14 +1,15 @@
-"""SLURM: what a run's job asks for, the job's host names, and how its ranks start.
+"""SLURM: what a run's job asks for, and the srun tree that starts its ranks inside the job.
 
 One rule decides how a run's ranks start under SLURM, and the job's resources follow it:
 
 - **srun tasks** (`ranks_by_srun`): every multi-rank run on GPUs, and multi-rank CPU runs whose
-  launcher is deepspeed or torchrun. The job asks for `nodes` x `tasks_per_node` (= ranks per
+  launcher does not fork (deepspeed, torchrun). The job asks for `nodes` x `tasks_per_node` (= ranks per
   node) tasks of `cpus_per_task` (= CPUs per rank) CPUs each, `gres: gpu:<ranks per node>`, and
   `mpi` (snakemake-executor-plugin-slurm then runs the job's command in the batch script itself,
   not inside an `srun -n1` step). `codist run` in that batch script starts the ranks with one
   `srun` (one task per rank, one GPU per task: `srun_command`); each rank maps SLURM_PROCID /
-  SLURM_LOCALID / SLURM_NTASKS to torch.distributed's RANK / LOCAL_RANK / WORLD_SIZE (`rank_env.srun_env`).
+  SLURM_LOCALID / SLURM_NTASKS to torch.distributed's RANK / LOCAL_RANK / WORLD_SIZE
+  (codist.rank_env.srun_env).
   No nested srun (a `codist run` inside a job step never calls srun) and no ssh.
 - **one task**: one-rank runs and the forking launchers (fork, warm: CPU only): the job asks for
   one task with all the run's CPUs, and `codist run` starts the ranks on its node as it would
@@ -16,14 +17,16 @@ One rule decides how a run's ranks start under SLURM, and the job's resources fo
 """
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from typing import Mapping
 
-from .config import ConfigError, RunConfig
-from .rank_env import expand_nodelist, hostnames, job_port  # noqa: F401  (expand_nodelist: re-exported)
+from ..config import ConfigError, RunConfig
+from ..exits import forwarding_stop_signals
+from ..rank_env import job_port
+from .launchers import Launcher, named
 
-FORKING_LAUNCHERS = ("fork", "warm")   # the ranks are forked from one CPU process on this machine
 CPU_MEM_MB_PER_RANK = 2000             # a CPU rank's memory request (embedded workloads need < 1 GB)
 
 
@@ -42,7 +45,7 @@ def ranks_by_srun(cfg: RunConfig, device: str) -> bool:
     """Whether, under SLURM, the run's ranks are srun tasks (else one task starts them locally)."""
     if cfg.parallel.world_size == 1:
         return False
-    return device == "cuda" or cfg.launch.launcher not in FORKING_LAUNCHERS
+    return device == "cuda" or not named(cfg).forks
 
 
 def job_resources(cfg: RunConfig, device: str = "cuda") -> dict:
@@ -74,7 +77,7 @@ def job_resources(cfg: RunConfig, device: str = "cuda") -> dict:
     return res
 
 
-# ------------------------------------------------------------------ starting ranks inside a job
+# ------------------------------------------------------------------ the srun tree inside a job
 
 def in_allocation(env: Mapping[str, str]) -> bool:
     """Inside a SLURM job's batch script (or salloc shell), where srun starts a new job step.
@@ -90,7 +93,7 @@ def srun_command(cfg: RunConfig, device: str, entry: list[str], port: int | None
     (`port` is ignored: a port free on this host says nothing of the first node)."""
     res = job_resources(cfg, device)
     master_port = cfg.launch.master_port or job_port(job_id)
-    return [sys.executable, "-m", "codist.cluster", "relay", "--",
+    return [sys.executable, "-m", "codist.launching.cluster", "relay", "--",
             "srun", "--nodes", str(res["nodes"]), "--ntasks", str(cfg.parallel.world_size),
             "--ntasks-per-node", str(res["tasks_per_node"]), "--cpus-per-task", str(res["cpus_per_task"]),
             # each rank its own GPU (SLURM binds it: CUDA_VISIBLE_DEVICES of one entry, device 0 to the
@@ -105,27 +108,25 @@ def srun_command(cfg: RunConfig, device: str, entry: list[str], port: int | None
             sys.executable, "-m", *entry]
 
 
-# ------------------------------------------------------------------ srun's signals
+class SrunLauncher(Launcher):
+    """Inside a SLURM job's batch script: one srun, one task per rank, started through `relay`."""
+
+    def command(self, plan):
+        return srun_command(plan.cfg, plan.device, ["codist.train", *plan.train_args], plan.port,
+                            plan.env["SLURM_JOB_ID"])
+
 
 def relay(cmd: list[str]) -> int:
     """Run `cmd` (an srun) and turn SIGTERM, SIGINT or SIGUSR1 sent to this process into one
     SIGUSR1 to srun, which passes it on to every task: the ranks checkpoint and exit 3. (srun
     itself answers SIGTERM by killing the step with SIGKILL: no checkpoint.) Returns srun's
     exit code."""
-    import signal
     proc = subprocess.Popen(cmd)
-
-    def stop(signum, frame):
-        try:
-            proc.send_signal(signal.SIGUSR1)
-        except ProcessLookupError:
-            pass
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
-        signal.signal(sig, stop)
-    return proc.wait()
+    with forwarding_stop_signals(lambda signum, frame: proc.send_signal(signal.SIGUSR1)):
+        return proc.wait()
 
 
 if __name__ == "__main__":
     if sys.argv[1:3] != ["relay", "--"] or len(sys.argv) < 4:
-        sys.exit("usage: python -m codist.cluster relay -- srun ...")
+        sys.exit("usage: python -m codist.launching.cluster relay -- srun ...")
     sys.exit(relay(sys.argv[3:]))

@@ -3,7 +3,7 @@ code and environment, hand it one run, and wait for it like a subprocess.
 
 The socket is keyed by everything the server's imports depend on (`warm_server.server_key`:
 the interpreter, the codist sources and the CODIST_PLUGINS modules' files, the environment read
-at import time). Runs with the same key share one server; a stale one idles out (codist.warm_server).
+at import time). Runs with the same key share one server; a stale one idles out (codist.launching.warm_server).
 
 Trust: the socket's folder must be this user's own, mode 0700 (`warm_server.private_dir`); the
 process listening on the socket must run as this user (SO_PEERCRED), checked before the request
@@ -11,7 +11,7 @@ process listening on the socket must run as this user (SO_PEERCRED), checked bef
 leading its own session, with the start time seen when the run began. A server that cannot be
 used (untrusted folder, another user's socket, a stopped server, no answer) raises
 WarmUnavailable once, with one line; later tries in this process fail at once with the same
-line, and `codist.launch` runs the fork launcher itself.
+line, and the WarmLauncher (codist.launching.launchers) runs the fork launcher itself.
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..owner import proc_stat
 from .warm_server import (MessageReader, UntrustedPath, open_private, peer_credentials, private_dir, send_message,
                           server_key)
 
@@ -57,16 +58,6 @@ def stop_servers(runtime: Path, sig: int = signal.SIGTERM) -> None:
                 os.kill(int(text), sig)
             except ProcessLookupError:
                 pass
-
-
-def process_stat(pid: int) -> tuple[str, int, int, int] | None:
-    """(state, parent pid, session id, start time in ticks) of a live process, from /proc; None if gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text[text.rindex(")") + 2:].split()   # after the command name, which may hold spaces
-    return fields[0], int(fields[1]), int(fields[3]), int(fields[19])
 
 
 def connect(env: dict[str, str]) -> tuple[socket.socket, int]:
@@ -103,7 +94,7 @@ def _connect(env: dict[str, str]) -> tuple[socket.socket, int]:
             out = open_private(log, os.O_WRONLY | os.O_APPEND)
             try:
                 server = subprocess.Popen(
-                    [sys.executable, "-m", "codist.warm_cli", "--socket", str(path), "--idle_s", idle_s],
+                    [sys.executable, "-m", "codist.launching.warm_server", "--socket", str(path), "--idle_s", idle_s],
                     env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
             finally:
                 os.close(out)
@@ -115,17 +106,15 @@ def _connect(env: dict[str, str]) -> tuple[socket.socket, int]:
 
 
 class WarmRun:
-    """A run started by the warm server, with the calls `codist.launch.run` makes on a Popen:
+    """The fork launcher's arguments `argv` run by the warm server for the ranks' environment
+    `env` (its import-time part picks the server), with the calls the supervisor makes on a Popen:
     `pid` (the run's supervisor, leader of the run's own session: a killpg reaches its ranks),
     `wait`, `send_signal`, `returncode`."""
 
-    def __init__(self, request: dict, key_env: dict[str, str]):
-        """`request`: {"argv": the fork launcher's arguments, "env": the ranks' environment}, or
-        {"run": `codist run`'s options, "env", "config", "launched_unix", "pid"} (codist.warm_cli);
-        `key_env`: the environment whose import-time part picks the server."""
+    def __init__(self, argv: list[str], env: dict[str, str]):
         self.returncode: int | None = None
-        self.sock, self.server_pid = connect(key_env)
-        send_message(self.sock, {**request, "cwd": os.getcwd()})
+        self.sock, self.server_pid = connect(env)
+        send_message(self.sock, {"argv": argv, "env": env, "cwd": os.getcwd()})
         self.reader = MessageReader(self.sock)
         reply = self._answer()
         if reply is not None and "refused" in reply:
@@ -135,12 +124,12 @@ class WarmRun:
             self.sock.close()
             raise RuntimeError("the warm server closed the connection before starting the run")
         self.pid = reply["pid"]
-        seen = process_stat(self.pid)
-        if seen is None or seen[1] != self.server_pid or seen[2] != self.pid:
+        seen = proc_stat(self.pid)
+        if seen is None or seen[1] != self.server_pid or seen[3] != self.pid:
             self.sock.close()   # the supervisor sees its client gone and stops the run
             raise RuntimeError(f"the warm server named pid {self.pid}, which is not its own run (a child of "
                                f"pid {self.server_pid} leading its session); not waiting for it")
-        self.started = seen[3]
+        self.started = seen[4]
         send_message(self.sock, {"output": True}, fds=[sys.stdout.fileno(), sys.stderr.fileno()])
 
     def _answer(self) -> dict | None:
@@ -148,7 +137,7 @@ class WarmRun:
         (what it queued starts nothing: the supervisor finds this connection closed)."""
         deadline = time.monotonic() + CONNECT_TIMEOUT_S
         while not select.select([self.sock], [], [], POLL_S)[0]:
-            state = process_stat(self.server_pid)
+            state = proc_stat(self.server_pid)
             if state is not None and state[0] in "Tt":
                 self.sock.close()
                 raise WarmUnavailable(f"the warm server (pid {self.server_pid}) is stopped; not waiting for it")
@@ -160,8 +149,8 @@ class WarmRun:
 
     def ours(self) -> bool:
         """The run's supervisor is still the process that started this run (not a reused pid)."""
-        seen = process_stat(self.pid)
-        return seen is not None and seen[2] == self.pid and seen[3] == self.started
+        seen = proc_stat(self.pid)
+        return seen is not None and seen[3] == self.pid and seen[4] == self.started
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is not None:

@@ -1,40 +1,35 @@
 """`launch.launcher: warm`: one process imports torch, DeepSpeed and codist once, then starts
-many runs, each as `fork` would (codist.fork_launcher), without paying the imports again.
+many runs, each as the fork launcher would (codist.launching.fork), without paying the imports again.
 
-    python -m codist.warm_cli --socket PATH [--idle_s 300]    (codist.warm_client starts it)
+    python -m codist.launching.warm_server --socket PATH [--idle_s 300]   (codist.launching.warm_client starts it)
 
-`codist run` (codist.warm_client) connects over a Unix socket and sends the fork launcher's
-arguments, its environment and working directory. The server imports what the run's workload
-needs (imports only: it never runs a torch op, so there is no OpenMP pool or other state to
-inherit), then forks a *supervisor* for the run: a new session (so a killpg reaches that run's
-ranks and nothing else), which answers its pid, receives the client's stdout/stderr (SCM_RIGHTS),
-takes the client's environment and cwd, then runs `fork_launcher.main`, which forks the ranks,
-and answers its exit code; the server answers 128 + N for a supervisor killed by signal N. If the client goes away (kill -9 of `codist run`, Snakemake cancelling the
-job), the supervisor stops its ranks as on SIGTERM: checkpoint, exit 3, SIGKILL after a grace.
-A "run" request (codist.warm_cli) carries `codist run`'s parsed options instead: the supervisor
-hands them to the server's `run_command` (codist.warm_cli, which starts this server: validation,
-the directory lock, the launch, the watchdog) with the server's imports, and the client only
-waits. The server imports nothing above it (no CLI, no launcher): what a "run" request does is
-given to it, and a server started without a `run_command` refuses such requests.
+`codist run` (its WarmLauncher, through codist.launching.warm_client) connects over a Unix socket
+and sends the fork launcher's arguments, the ranks' environment and its working directory. The
+server imports the run's workload (the arguments name it: the server never reads a config and
+never runs a torch op, so there is no OpenMP pool or other state to inherit), then forks a
+*supervisor* for the run: a new session (a killpg reaches that run's ranks and nothing else),
+which answers its pid, receives the client's stdout/stderr (SCM_RIGHTS), takes the environment
+and cwd, runs `fork.main` (which forks the ranks) and answers its exit code; the server answers
+128 + N for a supervisor killed by signal N. The client supervises the run as any other tree
+(codist.launching.supervise); the ranks stop without it (codist.owner).
 
-Why our own server rather than a library: the runs must fork from a process that holds the
-imports (fork's copy-on-write), which a process pool or a job runner does not give with
-per-run sessions, output and signals.
-
-One server per socket, i.e. per key (codist.warm_client: the codist sources, the interpreter,
-the import-time environment and the CODIST_PLUGINS modules' files), guaranteed by an exclusive
-lock on PATH.lock held for the server's life. It exits after `idle_s` with no run alive;
-SIGTERM/SIGINT stop it accepting and it exits once its runs have ended.
+One server per socket, i.e. per key (`server_key`), guaranteed by an exclusive lock on PATH.lock
+held for the server's life. It exits after `idle_s` with no run alive; SIGTERM/SIGINT stop it
+accepting and it exits once its runs have ended.
 
 Trust: the socket lies in a folder of this user's, mode 0700 (`private_dir`, checked by both ends);
 the lock and log files are opened without following links. A caller whose credentials
-(SO_PEERCRED) name another user is refused at accept, whatever the folder's mode. Requests are read
-without blocking (one idle connection delays nobody, and is dropped after REQUEST_TIMEOUT_S). The
-main loop never validates a config: it reads only the raw YAML's workload name to import that
-workload; the supervisor validates. The supervisor, not the server, answers its own pid (after
-setsid, so the client can check it is the server's child leading its own session) and its exit
-code (the client does not depend on the server once the run started); a supervisor whose client
-has already gone (a request queued while the server was stopped) starts nothing.
+(SO_PEERCRED) name another user is refused at accept, whatever the folder's mode; a request runs
+only with the import-time environment of this server's key. Requests are read without blocking
+(one idle connection delays nobody, and is dropped after REQUEST_TIMEOUT_S). The supervisor, not
+the server, answers its own pid (after setsid, so the client can check it is the server's child
+leading its own session) and its exit code (the client does not depend on the server once the
+run started); a supervisor whose client has already gone (a request queued while the server was
+stopped) starts nothing.
+
+Why our own server rather than a library: the runs must fork from a process that holds the
+imports (fork's copy-on-write), which a process pool or a job runner does not give with per-run
+sessions, output and signals.
 """
 from __future__ import annotations
 
@@ -51,12 +46,10 @@ import struct
 import sys
 import time
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
-from . import fork_launcher
-from .exits import from_wait_status
+from ..exits import from_wait_status
+from . import fork
 
 HEADER = struct.Struct("!I")   # length of the JSON message that follows
 MAX_FDS = 2                    # the client's stdout and stderr
@@ -69,16 +62,6 @@ PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 # (and CODIST_PLUGINS: the server imports those modules with codist.config)
 IMPORT_ENV_PREFIXES = ("OMP_", "MKL_", "KMP_", "OPENBLAS_", "TORCH", "DS_", "CUDA", "PYTHON", "LD_", "NCCL_",
                        "CODIST_PLUGINS")
-
-
-@dataclass(frozen=True)
-class Supervised:
-    """What a supervisor running `codist run` itself (a "run" request) hands to `run_command`: the
-    client's connection (the ranks' owner), this server's key (codist.launch answers RETRY_COLD
-    when the validated config needs another) and the client's pid (the directory lock's holder)."""
-    conn: socket.socket
-    key: str
-    client_pid: int
 
 
 def plugin_files(env: dict[str, str]) -> list[str]:
@@ -105,7 +88,7 @@ def server_key(env: dict[str, str]) -> str:
     CODIST_PLUGINS modules' files (path, size, mtime: an edited file gets a new server, never stale
     code) and the environment read at import time (threads, accelerator, paths)."""
     h = hashlib.sha256(sys.executable.encode())
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]   # all of codist
     for path in sorted(package.rglob("*.py")):
         st = path.stat()
         h.update(f"{path.relative_to(package)}:{st.st_size}:{st.st_mtime_ns}\n".encode())
@@ -211,15 +194,11 @@ def client_gone(conn: socket.socket) -> bool:
         return True
 
 
-def request_error(request: dict, key: str, runs_commands: bool) -> str | None:
-    """Why the supervisor must not run `request`, or None. A "run" request carries `codist run`'s
-    options (its own lock, and the key check after validation: codist.launch) and needs a server
-    given a `run_command`; an "argv" request runs only with the import-time environment of this
-    server's key; nothing else runs."""
-    if "run" in request:
-        return None if runs_commands else "this server was started without a run_command: 'argv' requests only"
-    if "argv" not in request:
-        return f"a request is 'run' (codist run's options) or 'argv' (the fork launcher's), not {sorted(request)}"
+def request_error(request: dict, key: str) -> str | None:
+    """Why the supervisor must not run `request`, or None: only the fork launcher's arguments run,
+    and only with the import-time environment of this server's key."""
+    if set(request) != {"argv", "env", "cwd"}:
+        return f"a request carries the fork launcher's 'argv', 'env' and 'cwd', not {sorted(request)}"
     if server_key(request["env"]) != key:
         return "the request's import-time environment does not match this server's key"
     return None
@@ -237,35 +216,29 @@ def output_fds(conn: socket.socket) -> list[int]:
     return fds
 
 
-#: what a "run" request does in its supervisor: `codist run` with the given options (codist.warm_cli)
-RunCommand = Callable[[dict, Supervised], int]
-
-
 class Server:
-    def __init__(self, path: Path, idle_s: float, run_command: RunCommand | None = None):
-        self.path, self.idle_s, self.run_command = path, idle_s, run_command
+    def __init__(self, path: Path, idle_s: float):
+        self.path, self.idle_s = path, idle_s
         self.runs: dict[int, socket.socket] = {}   # supervisor pid -> its client's connection
         self.pending: dict[socket.socket, tuple[MessageReader, float]] = {}   # -> (its reader, deadline)
         self.stopping = False
 
     def supervise(self, conn: socket.socket, request: dict) -> None:
         """In the forked supervisor: become the run's session, take the client's output,
-        environment and cwd, start the ranks (or run the client's `codist run` itself through
-        `run_command`, which starts them); never returns. Answers its own pid first (then receives the
-        client's stdout and stderr) and its exit code last."""
+        environment and cwd, start the ranks; never returns. Answers its own pid first (then
+        receives the client's stdout and stderr) and its exit code last."""
         code = 1
         try:
-            signal.set_wakeup_fd(-1)
+            os.close(signal.set_wakeup_fd(-1))   # the server's pipe (fork.main makes its own)
             for s in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
                 signal.signal(s, signal.SIG_DFL)
             self.listener.close()
             os.close(self.lock_fd)   # the server's alone: a new server can start while this run goes on
             os.close(self.wake_r)
-            os.close(self.wake_w)
             for other in [*self.runs.values(), *self.pending]:
                 other.close()
             os.setsid()
-            refused = request_error(request, self.path.stem, self.run_command is not None)
+            refused = request_error(request, self.path.stem)
             if refused or client_gone(conn):   # gone: queued while the server was stopped, say
                 print(f"codist.warm_server: supervisor {os.getpid()}: "
                       f"{refused or 'the client has gone'}; nothing started", file=sys.stderr, flush=True)
@@ -280,13 +253,10 @@ class Server:
             os.environ.clear()
             os.environ.update(request["env"])
             os.chdir(request["cwd"])
-            if "run" in request:   # `codist run` itself, with the imports it would pay for at start-up
-                code = self.run_command(request, Supervised(conn, self.path.stem, request["pid"]))
-            else:
-                code = fork_launcher.main(request["argv"], owner=conn)
+            code = fork.main(request["argv"], imported=True)
         except BaseException:
             traceback.print_exc()
-        fork_launcher.flush_std()
+        fork.flush_std()
         try:
             send_message(conn, {"rc": code})   # from here: the client needs no server to learn it
         except OSError:
@@ -338,9 +308,7 @@ class Server:
 
     def start_run(self, conn: socket.socket, request: dict) -> None:
         try:   # what the run's ranks import (its workload, fairseq for translation): cached for the next runs
-            train_args = (["--config", request["config"], "--out", request["cwd"]] if "run" in request
-                          else fork_launcher.parse_args(request["argv"]).train_args)
-            fork_launcher.preload(train_args)   # the raw YAML's workload name only: no validation here
+            fork.preload(fork.parse_args(request["argv"]).workload)
         except BaseException:
             traceback.print_exc()   # the run reports its own error
         sys.stdout.flush()
@@ -387,8 +355,8 @@ class Server:
         self.listener.listen(64)
         inode = self.path.stat().st_ino
         print(f"codist.warm_server: pid {os.getpid()} listening on {self.path}", file=sys.stderr, flush=True)
-        fork_launcher.preload([])   # torch, deepspeed, codist.train; clients queue meanwhile
-        self.wake_r, self.wake_w = fork_launcher.sigchld_wakeup()
+        fork.preload()   # torch, deepspeed, codist.train; clients queue meanwhile
+        self.wake_r = fork.sigchld_wakeup()
 
         def stop(signum, frame):
             self.stopping = True
@@ -421,15 +389,14 @@ class Server:
             self.listener.close()
 
 
-def main(argv=None, run_command: RunCommand | None = None) -> int:
-    """The server's process (`run_command`: what a "run" request does; codist.warm_cli gives it)."""
-    p = argparse.ArgumentParser(prog="codist.warm_server", description=__doc__,
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="codist.launching.warm_server", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--socket", required=True, type=Path, help="Unix socket path (its .lock beside it)")
     p.add_argument("--idle_s", type=float, default=300.0, help="exit after this long with no run")
     args = p.parse_args(argv)
-    return Server(args.socket, args.idle_s, run_command).serve()
+    return Server(args.socket, args.idle_s).serve()
 
 
 if __name__ == "__main__":
-    fork_launcher.exit_now(main())
+    fork.exit_now(main())

@@ -1,0 +1,157 @@
+"""`codist run` after its config is validated: the run checked against this machine, its
+directory claimed, its process tree picked and started from one `LaunchPlan`, then supervised.
+
+Which tree (`pick`): inside a SLURM job's batch script the ranks of a multi-rank GPU run (or of
+deepspeed/torchrun on CPU) are srun tasks (codist.launching.cluster); otherwise the config's
+launcher (codist.launching.launchers: deepspeed, the default; torchrun; fork; warm), a one-rank
+run of deepspeed or torchrun being the rank alone. Threads per rank = the usable cores / ranks
+unless the config says otherwise (the DeepSpeed launcher does not set OMP_NUM_THREADS;
+oversubscribed threads cost 3x).
+"""
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Mapping
+
+from ..config import ConfigError, RunConfig, check_path_text, dump, load
+from ..cuda_fit import check as check_cuda_fit
+from ..exits import EXIT_FAILED
+from ..inputs import check_inputs
+from ..owner import owner_env
+from ..rank_env import hostnames, no_gpu_possible, rank_env, usable_cores
+from ..rundir import RunDir
+from ..runlog import RANK_LOG_DIR
+from .cluster import SrunLauncher, in_allocation, ranks_by_srun
+from .launchers import Launcher, LaunchPlan, LoneRank, check_launcher, named
+from .supervise import supervise
+
+
+def resolve_device(cfg: RunConfig) -> str:
+    if cfg.launch.device != "auto":
+        return cfg.launch.device
+    if no_gpu_possible():
+        return "cpu"   # no GPU can be visible: skip importing torch here (~2 s of every run's start-up)
+    import torch
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def check_hosts(cfg: RunConfig, device: str, env: Mapping[str, str]) -> None:
+    """Only srun from a job's batch script starts ranks on several SLURM nodes: every other tree
+    starts them on this machine."""
+    hosts = hostnames(env.get("SLURM_JOB_NODELIST", ""))
+    check_launcher(cfg, device, hosts)   # fork/warm across nodes: name the launcher
+    if len(hosts) > 1 and not (in_allocation(env) and ranks_by_srun(cfg, device)):
+        raise ConfigError(f"{len(hosts)} SLURM nodes (SLURM_JOB_NODELIST) but not in a job's batch script: "
+                          f"multi-node runs start their ranks with srun from the job's batch script "
+                          f"(snakemake --profile env/profiles/slurm, or sbatch codist run ...)")
+
+
+def check_fits(cfg: RunConfig, device: str, cores: int | None = None) -> None:
+    """Fail before any process starts if the world does not fit this machine (or the launcher
+    cannot start it)."""
+    world = cfg.parallel.world_size
+    check_hosts(cfg, device, os.environ)
+    check_cuda_fit(cfg.launch.device)   # the driver, the GPUs and torch's CUDA build, on every path (srun too)
+    if in_allocation(os.environ) and ranks_by_srun(cfg, device):   # srun places the ranks in the job's allocation
+        return
+    if device == "cuda":
+        import torch
+        gpus = torch.cuda.device_count()
+        if world > gpus:
+            raise ConfigError(f"parallel.world_size={world} does not fit: this machine has {gpus} GPU(s); "
+                              f"allowed: 1..{gpus} (use the slurm profile for more)")
+        return
+    cores = cores or os.cpu_count() or 1
+    if world > cores and not cfg.launch.oversubscribe:
+        raise ConfigError(f"parallel.world_size={world} does not fit: this machine has {cores} CPU cores; "
+                          f"allowed: 1..{cores}, or set launch.oversubscribe=true to run more ranks than cores")
+
+
+def pick(cfg: RunConfig, device: str, env: Mapping[str, str]) -> Launcher:
+    """The process tree of a run (see the module docstring)."""
+    if in_allocation(env) and cfg.parallel.world_size > 1 and ranks_by_srun(cfg, device):
+        return SrunLauncher()
+    launcher = named(cfg)
+    return LoneRank() if cfg.parallel.world_size == 1 and not launcher.forks else launcher
+
+
+def build_command(cfg: RunConfig, config_path: Path, out: Path, port: int,
+                  env: dict[str, str] | None = None) -> list[str]:
+    """The command of the process tree `pick` gives (the environment: this process's by default)."""
+    env = dict(os.environ if env is None else env)
+    device = resolve_device(cfg) if in_allocation(env) and cfg.parallel.world_size > 1 else "cpu"
+    check_hosts(cfg, device, env)
+    return pick(cfg, device, env).command(LaunchPlan(cfg, config_path, out, device, port, env))
+
+
+def threads_per_rank(cfg: RunConfig, cores: int | None = None) -> int:
+    if cfg.launch.threads_per_rank:
+        return cfg.launch.threads_per_rank
+    return max(1, (cores or usable_cores()) // cfg.parallel.world_size)   # the job's CPUs, not the machine's
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch_env(cfg: RunConfig, device: str, threads: int, launched_unix: float | None = None) -> dict[str, str]:
+    """The ranks' environment: threads and device (codist.rank_env), the launcher's name, when the
+    launch began, and this process as the ranks' owner (they stop without it: codist.owner)."""
+    env = rank_env(os.environ, threads, device)
+    env.update({"CODIST_LAUNCHER": cfg.launch.launcher, "CODIST_LAUNCH_UNIX": repr(launched_unix or time.time())})
+    env.update(owner_env(os.getpid()))
+    return env
+
+
+def command_config(options: dict) -> RunConfig:
+    """The validated config of `codist run`/`check`'s parsed options (config, overrides,
+    data_root, out), or ConfigError."""
+    from ..data_root import with_data_root
+    # made absolute here, so ranks started elsewhere read the same folder
+    cfg = with_data_root(load(options["config"], options["overrides"]), options.get("data_root"))
+    if options.get("out"):   # written into the manifest and every rank's files
+        check_path_text("--out", options["out"])
+    return cfg
+
+
+def run(cfg: RunConfig, out: str | os.PathLike, launched_unix: float | None = None, fresh: bool = False) -> int:
+    """Claim `out` (codist.rundir: one run at a time, never another run's files), write the
+    resolved config into it, start every rank, wait; returns the exit code. A run that `out`
+    holds finished is not trained again (a no-op that says so) unless `fresh`, which also
+    clears whatever `out` held. `launched_unix`: when the launch began (the ranks' `setup_s`
+    counts from it; default now; `codist run` passes its own process start).
+
+    SIGTERM, SIGINT or SIGUSR1 (SLURM preemption) sent to this process, or to every process of
+    the run at once, make every rank checkpoint and exit with EXIT_PREEMPTED; rerunning resumes.
+    If this process dies, the ranks notice (codist.owner) and stop the same way.
+    """
+    device = resolve_device(cfg)
+    check_fits(cfg, device)
+    check_inputs(cfg)
+    out = Path(out).resolve()
+    rundir = RunDir(out, os.getpid())
+    try:
+        if rundir.finished(cfg.run_id()) and not fresh:
+            print(f"codist: {out}: run {cfg.run_id()} already finished (summary.json); nothing to do "
+                  f"(--fresh trains it again from step 0)", file=sys.stderr)
+            return 0
+        rundir.prepare(cfg.run_id(), fresh)
+        dump(cfg, out / "config.yaml")
+        env = launch_env(cfg, device, threads_per_rank(cfg), launched_unix)
+        env[RANK_LOG_DIR] = str(out / "logs")   # each rank's output in RUN/logs/rank<N>.log (rank 0's here too)
+        plan = LaunchPlan(cfg, out / "config.yaml", out, device, cfg.launch.master_port or free_port(), env)
+        launcher = pick(cfg, device, env)
+        try:
+            proc = launcher.start(plan)
+        except (RuntimeError, OSError) as e:
+            print(f"codist: {out.name}: cannot start the run: {e}", file=sys.stderr)
+            return EXIT_FAILED
+        return supervise(launcher, proc, plan)
+    finally:
+        rundir.close()

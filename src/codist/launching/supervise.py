@@ -1,0 +1,145 @@
+"""The one supervisor every process tree goes through (codist.launching.launch starts it): stop
+signals passed on (`Launcher.stop`), the hang watchdog, every process of the tree waited for (not
+only its root: a launcher may die of a signal its ranks are still checkpointing for), and the end
+mapped to one exit code (codist.exits) said in one line, naming the rank that ended the run from
+what each rank wrote (RUN/.ranks/, codist.heartbeat) and the end of its log (RUN/logs/).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ..exits import EXIT_DIVERGED, EXIT_FAILED, EXIT_PREEMPTED, forwarding_stop_signals
+from ..owner import proc_stat
+
+STOP_GRACE_S = 120.0   # the root gone, the rest of its tree: this long to checkpoint and exit, then SIGKILL
+
+
+def supervise(launcher, proc, plan) -> int:
+    """Wait for a started tree (`launcher.start(plan)` gave `proc`); returns the run's exit code."""
+    out, world = plan.out, plan.world
+    with forwarding_stop_signals(lambda signum, frame: launcher.stop(proc, plan)):
+        hang = _watch(proc, out, plan.cfg.launch.hang_timeout_s, world)
+        if not hang:
+            drain(proc.pid)
+    rc = launcher.exit_code(proc.returncode)
+    reports = rank_reports(out)
+    states = {r.get("state") for r in reports.values()} if len(reports) == world else set()
+    if rc != 0 and states == {"preempted"}:
+        rc = EXIT_PREEMPTED   # the launcher's own code after a SIGTERM varies (torchrun: 1; DeepSpeed's: 143)
+    if rc != 0 and states == {"diverged"}:
+        print(f"codist: {out.name}: {reports[0]['error']}", file=sys.stderr)
+        return EXIT_DIVERGED
+    if hang:
+        print(f"codist: {out.name}: {hang}", file=sys.stderr)
+        return EXIT_FAILED
+    if rc == EXIT_PREEMPTED:
+        print(f"codist: {out.name}: preempted; checkpoint written, rerun the same command to resume",
+              file=sys.stderr)
+        return rc
+    if rc != 0:
+        print(f"codist: {out.name}: run failed: {diagnose(out, world, rc)}", file=sys.stderr)
+        return rc
+    if not (out / "summary.json").exists():
+        print(f"codist: launcher exited 0 but {out / 'summary.json'} was not written", file=sys.stderr)
+        return EXIT_FAILED
+    return 0
+
+
+def members(pgid: int) -> list[int]:
+    """The live processes (zombies excluded) of process group `pgid`."""
+    stats = {int(e.name): proc_stat(e.name) for e in Path("/proc").iterdir() if e.name.isdigit()}
+    return [pid for pid, stat in stats.items() if stat and stat[2] == pgid]
+
+
+def drain(pgid: int, grace_s: float = STOP_GRACE_S) -> None:
+    """The tree's root has exited: wait for the rest of its process group. A group stopped as a
+    service manager stops one (SIGTERM to every process) loses the DeepSpeed launcher at once while
+    its ranks still checkpoint; ranks left without their root are asked to stop after a second."""
+    start, told = time.monotonic(), False
+    while members(pgid):
+        elapsed = time.monotonic() - start
+        if elapsed > 1.0 and not told or elapsed > grace_s:
+            told = True
+            try:
+                os.killpg(pgid, signal.SIGTERM if elapsed <= grace_s else signal.SIGKILL)
+            except ProcessLookupError:
+                return
+            if elapsed > grace_s:
+                return
+        time.sleep(0.1)
+
+
+def rank_reports(out: Path) -> dict[int, dict]:
+    reports = {}
+    for path in sorted((out / ".ranks").glob("rank-*.json")):
+        try:
+            reports[int(path.stem.split("-")[1])] = json.loads(path.read_text())
+        except (ValueError, OSError):
+            continue
+    return reports
+
+
+def diagnose(out: Path, world: int, returncode: int) -> str:
+    """Name the rank(s) that ended the run, from what each rank wrote under RUN/.ranks/.
+
+    A rank still marked running after its tree exited died without raising (SIGKILL, out of
+    memory): it is the cause, and the errors of the others (connection reset) its consequence."""
+    reports = rank_reports(out)
+    missing = [r for r in range(world) if r not in reports]
+    died = sorted((r for r, info in reports.items() if info.get("state") == "running"),
+                  key=lambda r: reports[r]["unix"])
+    errors = [f"rank {r} failed: {info['error']}" for r, info in reports.items() if info.get("state") == "error"]
+    parts = []
+    if missing:
+        parts.append(f"rank(s) {missing} never started")
+    parts += [f"rank {r} died without an error at update {reports[r]['step']} (killed, or out of memory?)"
+              for r in died]
+    if errors:
+        parts.append(("then " if died else "") + "; ".join(errors))
+    failed = died + [r for r, info in reports.items() if info.get("state") == "error"]
+    text = "; ".join(parts) + f" (launcher exit code {returncode})" if parts else f"launcher exit code {returncode}"
+    return text + "".join(log_tail(out, r) for r in failed if r != 0)   # rank 0's output is above already
+
+
+def log_tail(out: Path, rank: int, lines: int = 8) -> str:
+    """The last lines of a rank's own log (RUN/logs/rank<N>.log), for the failure summary."""
+    path = out / "logs" / f"rank{rank}.log"
+    try:
+        tail = path.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return ""
+    return f"\n--- rank {rank}: the end of {path} ---\n" + "\n".join(tail)
+
+
+def _watch(proc, out: Path, hang_s: int, world: int) -> str | None:
+    """Wait for the tree's root; if no rank has made progress for `hang_s` (codist.heartbeat:
+    updates, or a preparation's progress), kill the tree and say which rank stopped first (a hung
+    rank blocks the others in their next collective). Returns as soon as the root exits. The
+    ranks' files are read every hang_s / 30 s, at most once a second (30 s at the default 900 s):
+    reading a thousand files every second would load a shared file system for nothing."""
+    read_every, next_read = max(1.0, hang_s / 30), 0.0
+    while True:
+        try:
+            proc.wait(timeout=1.0)
+            return None
+        except subprocess.TimeoutExpired:
+            pass
+        if time.monotonic() < next_read:
+            continue
+        next_read = time.monotonic() + read_every
+        reports = rank_reports(out)
+        running = {r: i for r, i in reports.items() if i.get("state") == "running"}
+        if len(reports) == world and running and time.time() - max(i["unix"] for i in running.values()) > hang_s:
+            first = min(running, key=lambda r: running[r]["unix"])
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            where = ("while preparing (set-up, data, checkpoint load)" if running[first].get("phase") == "preparing"
+                     else f"at update {running[first]['step']}")
+            return (f"no rank made progress for {hang_s} s (launch.hang_timeout_s); rank {first} was the "
+                    f"first to stop, {where}; the job was killed")
