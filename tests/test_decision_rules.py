@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "analysis"))
 import regime  # noqa: E402
 import stats  # noqa: E402
+from schema import RegimeCheck  # noqa: E402
 from test_regime import CLAIM, IMG, MANIFEST, measure_on  # noqa: E402
 from test_regime import curves as regime_curves  # noqa: E402
 
@@ -376,3 +377,16 @@ def test_an_algorithm_without_a_period_has_no_rounds():
                                                  r"names 'tau', not in this config\)"):
         regime._period({**IMG, "algorithm": {"name": "model_average"}})
     assert regime._period({**IMG, "algorithm": {"name": "model_average", "tau": 50}}) == 50
+
+
+def test_a_check_that_cannot_be_measured_names_itself():
+    tables = lambda fig: (MANIFEST, regime_curves())   # noqa: E731
+    check = {"check": "gate", "source": "s", "min": 0}
+    # a ValueError (a metric the runs do not have) and a KeyError (a config without train:) both become
+    # one RegimeError naming the check
+    with pytest.raises(regime.RegimeError, match=r"^regime check 'gate': metric 'bleu' is not in the runs' metrics rows"):
+        regime.check(RegimeCheck.model_validate({**check, "quantity": "value", "metric": "bleu"}), CLAIM, None, tables)
+    broken = {**MANIFEST, "configs": {"s": {"algorithm": {"name": "model_average", "tau": 5}}}}
+    with pytest.raises(regime.RegimeError, match=r"^regime check 'gate': 'train'$"):
+        regime.check(RegimeCheck.model_validate({**check, "quantity": "rounds"}), CLAIM, None,
+                     lambda fig: (broken, regime_curves()))
