@@ -59,8 +59,8 @@ class LaunchConfig(_Section):
     """How processes start. Not part of the run id: it does not change the results."""
     launcher: Literal["deepspeed", "torchrun", "fork", "warm"] = Field(
         "deepspeed", description="deepspeed or torchrun: one process per rank; fork (single-node CPU only): "
-        "one process imports torch/deepspeed once and forks the ranks (codist.fork_launcher); warm: "
-        "fork from a warm server that keeps those imports between runs (codist.warm_server)")
+        "one process imports torch/deepspeed once and forks the ranks (codist.launching.fork); warm: "
+        "fork from a warm server that keeps those imports between runs (codist.launching.warm_server)")
     device: Literal["auto", "cpu", "cuda"] = "auto"
     threads_per_rank: StrictInt | None = Field(None, ge=1, description="default: usable cores // world_size; an srun task: its SLURM_CPUS_PER_TASK")
     master_port: StrictInt | None = Field(None, ge=1024, le=65535, description="default: a free port")
