@@ -390,3 +390,11 @@ def test_a_check_that_cannot_be_measured_names_itself():
     with pytest.raises(regime.RegimeError, match=r"^regime check 'gate': 'train'$"):
         regime.check(RegimeCheck.model_validate({**check, "quantity": "rounds"}), CLAIM, None,
                      lambda fig: (broken, regime_curves()))
+
+
+def test_an_unknown_data_set_lists_the_known_ones():
+    known = "['cifar10', 'cifar100', 'imagenet', 'imagenet_quarter', 'iwslt14_de_en', 'wmt16_en_de_bpe32k']"
+    with pytest.raises(regime.RegimeError) as e:
+        regime.data_sizes({"name": "imagenet", "dataset": "imagefolder", "data_dir": "other"})
+    assert str(e.value) == ("workload 'imagenet', dataset 'imagefolder', data_dir 'other': size unknown "
+                            f"(analysis/regime.py DATA_SETS has {known})")
