@@ -279,6 +279,7 @@ def main(argv=None) -> int:
     ap.add_argument("--commit", help="with --harvest: the commit that run copied")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "mutation.csv")
     args = ap.parse_args(argv)
+    args.cosmic_ray, args.out = args.cosmic_ray.resolve(), args.out.resolve()   # cosmic-ray runs in the copy
     unknown = [m for m in args.modules if m not in TARGETS]
     if unknown:
         ap.error(f"benchmarks/mutation_targets.py has no module {unknown[0]} (known: {', '.join(TARGETS)})")
@@ -288,10 +289,12 @@ def main(argv=None) -> int:
         return 0
     summary_path = args.out.with_name(args.out.stem + "_summary.csv")
     work = Path(tempfile.mkdtemp(prefix="codist-mutation-"))
+    stop = []
     try:
         commit = copy_checkout(work, args.worktree)
         tree = work / "tree"
         server, sock = start_server(work, tree, args.python)
+        stop.append(server)
         for module in args.modules:
             done = measure(module, TARGETS[module], work, tree, sock, args, commit)
             if done is None:
@@ -302,8 +305,9 @@ def main(argv=None) -> int:
             print(f"{module}: {summary['mutants']} mutants, {summary['killed']} killed, {summary['timeout']} timeout, "
                   f"{summary['survived']} survived, {summary['equivalent']} equivalent: score {summary['score']}",
                   flush=True)
-        server.kill()
     finally:
+        for server in stop:
+            server.kill()
         shutil.rmtree(work, ignore_errors=True)
     return 0
 
