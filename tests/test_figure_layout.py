@@ -18,13 +18,12 @@ from matplotlib.text import Text  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results" / "embedded"
-sys.path.insert(0, str(ROOT / "analysis"))
-import figure_data  # noqa: E402
-import frontier_plot  # noqa: E402
-import plot_bars  # noqa: E402
-import plot_claims_summary  # noqa: E402
-import plot_curves  # noqa: E402
-import plot_table  # noqa: E402
+from analysis import figure_data  # noqa: E402
+from analysis import frontier_plot  # noqa: E402
+from analysis import plot_bars  # noqa: E402
+from analysis import plot_claims_summary  # noqa: E402
+from analysis import plot_curves  # noqa: E402
+from analysis import plot_table  # noqa: E402
 
 
 def outside(fig) -> list[str]:
