@@ -398,3 +398,10 @@ def test_an_unknown_data_set_lists_the_known_ones():
         regime.data_sizes({"name": "imagenet", "dataset": "imagefolder", "data_dir": "other"})
     assert str(e.value) == ("workload 'imagenet', dataset 'imagefolder', data_dir 'other': size unknown "
                             f"(analysis/regime.py DATA_SETS has {known})")
+
+
+def test_an_interval_cannot_be_changed_after_it_is_made():
+    import dataclasses
+    iv = stats.t_interval([0.10, 0.11, 0.12])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        iv.low = 0.2
