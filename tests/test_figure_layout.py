@@ -53,7 +53,7 @@ def checked(monkeypatch):
     """Replace the PNG writers by the check: {name: [texts outside]} per figure drawn."""
     found = {}
 
-    def check(fig, out):
+    def check(fig, out, stamp=None):   # stamp: a rehearsal's, drawn at the centre by save_png
         import matplotlib.pyplot as plt
         found[Path(out).name] = outside(fig)
         plt.close(fig)
