@@ -65,8 +65,9 @@ class RunDir:
         try:
             self._take(float(os.environ.get(WAIT_ENV) or 0))
         except BlockingIOError:
+            holder = self._holder()
             self.lock.close()
-            raise ConfigError(f"--out {out}: in use by another codist run (pid {self._holder()}); wait for it to "
+            raise ConfigError(f"--out {out}: in use by another codist run (pid {holder}); wait for it to "
                               f"end or use another --out") from None
         except OSError as e:   # Lustre or NFS without lock support: ENOSYS, EOPNOTSUPP, ENOLCK
             self.lock.close()
