@@ -182,14 +182,21 @@ def merge_csv(path: Path, fields: list[str], new: list[dict], modules: set[str])
 
 
 def previous(module: str, out: Path, source: str) -> list[dict] | None:
-    """The module's rows of `out` when they were measured on the same mutation sites: each row's
-    changed line is still the same line of `source` (edits elsewhere, e.g. import lines, allowed)."""
-    if not out.exists():
+    """The module's rows of `out` when they were measured on the same mutation sites: the source at
+    the recorded commit has the same lines as `source` wherever a row's mutant is (edits elsewhere,
+    e.g. import lines, allowed)."""
+    summary = out.with_name(out.stem + "_summary.csv")
+    if not (out.exists() and summary.exists()):
+        return None
+    commits = [r["commit"] for r in csv.DictReader(summary.open()) if r["module"] == module]
+    if not commits or commits[0].endswith("+worktree"):
+        return None
+    shown = subprocess.run(["git", "show", f"{commits[0]}:{module}"], cwd=ROOT, capture_output=True, text=True)
+    if shown.returncode:
         return None
     rows = [r for r in csv.DictReader(out.open()) if r["module"] == module]
-    lines = source.splitlines()
-    same = all(0 < int(r["line"]) <= len(lines) and r["change"].startswith(lines[int(r["line"]) - 1].strip() + " -> ")
-               for r in rows)
+    old, new = shown.stdout.splitlines(), source.splitlines()
+    same = len(old) == len(new) and all(old[int(r["line"]) - 1] == new[int(r["line"]) - 1] for r in rows)
     return rows if rows and same else None
 
 
