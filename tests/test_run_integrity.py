@@ -220,3 +220,27 @@ def test_a_run_on_a_full_disk_stops_in_one_line_with_its_last_checkpoint_whole(t
     assert not (run / "summary.json").exists() and not list(run.rglob("*.tmp"))
     step = json.loads((run / "checkpoint" / "latest.json").read_text())["step"]
     assert {p.name for p in (run / "checkpoint" / f"step-{step}").iterdir()} == {"group-0.pt", "rank-0.pt"}
+
+
+def test_the_workflow_owner_is_checked_by_pid_start_time_and_host(monkeypatch):
+    """CODIST_JOB_OWNER as workflows/results_lock.py writes it: a live owner, a dead one (a child
+    that exited), a reused pid (another start time) and another host's pid (an srun task on another
+    node cannot see it: not gone)."""
+    import platform
+    from codist.owner import start_ticks
+    from codist.train import job_gone
+    from workflows.results_lock import job_owner
+    monkeypatch.setenv("CODIST_JOB_OWNER", job_owner()["CODIST_JOB_OWNER"])
+    assert not job_gone()
+    child = subprocess.Popen(["sleep", "60"])
+    ticks = start_ticks(child.pid)
+    child.kill()
+    child.wait()
+    monkeypatch.setenv("CODIST_JOB_OWNER", f"{platform.node()}:{child.pid}:{ticks}")
+    assert job_gone()
+    monkeypatch.setenv("CODIST_JOB_OWNER", f"{platform.node()}:{os.getpid()}:{start_ticks() + 1}")
+    assert job_gone()
+    monkeypatch.setenv("CODIST_JOB_OWNER", f"another-host:{child.pid}:{ticks}")
+    assert not job_gone()
+    monkeypatch.delenv("CODIST_JOB_OWNER")
+    assert not job_gone()
