@@ -273,6 +273,31 @@ def harvest(work: Path, commit: str, out: Path) -> None:
         print(f"{module}: {len(rows)} of {planned} mutants measured, score {summary['score']}")
 
 
+def review(out: Path) -> None:
+    """Apply mutation_reasons.REASONS to the survivors and equivalents already in `out` (after a
+    reviewer adds reasons; nothing reruns) and recount each module's summary."""
+    rows = list(csv.DictReader(out.open()))
+    for r in rows:
+        if r["status"] in ("survived", "equivalent"):
+            old, new = r["change"].split(" -> ", 1) if " -> " in r["change"] else (r["change"], "")
+            given = next((g for g in (reason_for(r["module"], "core/" + r["operator"], o, n)
+                                      for o, n in [(old, new)] + [(r["change"][:i], r["change"][i + 4:])
+                                                                  for i in range(len(r["change"]))
+                                                                  if r["change"].startswith(" -> ", i)]) if g), None)
+            r["status"], r["reason"] = (("equivalent" if given[0] == "equivalent" else "survived"), given[1]) \
+                if given else ("survived", "not reviewed")
+    merge_csv(out, FIELDS, rows, {r["module"] for r in rows})
+    summary_path = out.with_name(out.stem + "_summary.csv")
+    summaries = list(csv.DictReader(summary_path.open()))
+    for s in summaries:
+        mine = [r for r in rows if r["module"] == s["module"]]
+        count = {k: sum(r["status"] == k for r in mine) for k in ("killed", "timeout", "survived", "equivalent", "incompetent")}
+        judged = len(mine) - count["equivalent"] - count["incompetent"]
+        s.update({k: str(v) for k, v in count.items()}, mutants=str(len(mine)),
+                 score=f"{(count['killed'] + count['timeout']) / judged:.3f}" if judged else "nan")
+    merge_csv(summary_path, SUMMARY_FIELDS, summaries, {s["module"] for s in summaries})
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--modules", nargs="*", default=list(TARGETS), help="modules of mutation_targets.TARGETS")
@@ -282,6 +307,7 @@ def main(argv=None) -> int:
                     help="folder of the cosmic-ray executables")
     ap.add_argument("--survivors", action="store_true",
                     help="run again only the mutants that survived the last run of the same source (after adding tests)")
+    ap.add_argument("--review", action="store_true", help="apply mutation_reasons.py to the rows of --out, rerun nothing")
     ap.add_argument("--harvest", type=Path, help="the work folder of an interrupted run: write what it measured")
     ap.add_argument("--commit", help="with --harvest: the commit that run copied")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "mutation.csv")
@@ -290,6 +316,9 @@ def main(argv=None) -> int:
     unknown = [m for m in args.modules if m not in TARGETS]
     if unknown:
         ap.error(f"benchmarks/mutation_targets.py has no module {unknown[0]} (known: {', '.join(TARGETS)})")
+    if args.review:
+        review(args.out)
+        return 0
     if args.harvest:
         os.environ["PATH"] = f"{args.cosmic_ray}:{os.environ['PATH']}"
         harvest(args.harvest, args.commit, args.out)

@@ -9,6 +9,12 @@ on line numbers.
 from __future__ import annotations
 
 REASONS: list[tuple[str, str, str, str, str, str]] = [
+    ("analysis/stats.py", "NumberReplacer",
+     "half = t_quantile(n) * sd / math.sqrt(n) if n > 1 else math.nan",
+     "half = t_quantile(n) * sd / math.sqrt(n) if n > 0 else math.nan", "equivalent",
+     "n = 1: sd is NaN (ddof=1), so t_quantile(1) x NaN = NaN, as the else branch gives"),
+    ("analysis/stats.py", "NumberReplacer", "if n < 3 or len(loo) < n:", "if n < 2 or len(loo) < n:", "equivalent",
+     "2 seeds make one pair holding both, so no leave-one-out value exists: len(loo) = 0 < n gives the same NaN interval"),
     ("analysis/stats.py", "ReplaceComparisonOperator_Gt_GtE",
      "half = t_quantile(n) * sd / math.sqrt(n) if n > 1 else math.nan",
      "half = t_quantile(n) * sd / math.sqrt(n) if n >= 1 else math.nan", "equivalent",
