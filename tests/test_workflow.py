@@ -167,7 +167,7 @@ def test_default_target_with_the_local_profile(tmp_path):
     assert counts["aggregate"] == counts["plot"] == figures and counts["paper_table"] == tables, counts
     assert counts["claims"] == counts["notebook"] == 3 and counts["claims_all"] == 1, counts
     for name in ("claims.csv", "anil2018/claims.md", "sun2016/notebook.ipynb", "sodhani2020/fig2.png",
-                 "sun2016/cifar100_paper.md"):
+                 "sun2016/communication_paper.md"):
         assert f"results/embedded/{name}" in out
     assert "-m codist.cli run" in out   # printshellcmds: the profile was read
 
