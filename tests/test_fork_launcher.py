@@ -127,11 +127,14 @@ def test_auto_device_is_cpu_without_a_gpu_driver(monkeypatch):
 
 
 @pytest.mark.slow
-def test_the_hang_watchdog_kills_every_forked_rank(tmp_path):
+@pytest.mark.parametrize("launcher", ["fork", "torchrun"])
+def test_the_hang_watchdog_kills_every_forked_rank(tmp_path, launcher):
     """A stopped rank blocks the other in its next collective; launch.hang_timeout_s later the whole
-    process group (launcher and forked ranks) is killed and the run fails, saying so."""
+    tree (launcher and ranks, torchrun's each in a session of its own) is killed and the run fails,
+    saying so."""
     out = tmp_path / "hung"
-    proc = start(deep_update(LONG, {"train": {"steps": 5000}, "launch": {"hang_timeout_s": 10}}), tmp_path, out)
+    proc = start(deep_update(LONG, {"train": {"steps": 5000}, "launch": {"hang_timeout_s": 10, "launcher": launcher}}),
+                 tmp_path, out)
     wait_for_checkpoint(out, proc, 10)
     pids = [json.loads((out / ".ranks" / f"rank-{r}.json").read_text())["pid"] for r in range(2)]
     os.kill(pids[1], signal.SIGSTOP)

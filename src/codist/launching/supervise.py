@@ -51,10 +51,29 @@ def supervise(launcher, proc, plan) -> int:
     return 0
 
 
-def members(pgid: int) -> list[int]:
-    """The live processes (zombies excluded) of process group `pgid`."""
+def processes() -> dict[int, tuple]:
+    """Every live process (zombies excluded): pid -> codist.owner.proc_stat."""
     stats = {int(e.name): proc_stat(e.name) for e in Path("/proc").iterdir() if e.name.isdigit()}
-    return [pid for pid, stat in stats.items() if stat and stat[2] == pgid]
+    return {pid: stat for pid, stat in stats.items() if stat}
+
+
+def members(pgid: int) -> list[int]:
+    """The live processes of process group `pgid`."""
+    return [pid for pid, stat in processes().items() if stat[2] == pgid]
+
+
+def descendants(root: int) -> list[int]:
+    """The live processes under `root`, children of children included (torchrun starts each rank in
+    a session of its own, which a killpg of its group does not reach)."""
+    children: dict[int, list[int]] = {}
+    for pid, stat in processes().items():
+        children.setdefault(stat[1], []).append(pid)
+    found, todo = [], [root]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
 
 
 def drain(pgid: int, grace_s: float = STOP_GRACE_S) -> None:
@@ -137,6 +156,11 @@ def _watch(proc, out: Path, hang_s: int, world: int) -> str | None:
         running = {r: i for r, i in reports.items() if i.get("state") == "running"}
         if len(reports) == world and running and time.time() - max(i["unix"] for i in running.values()) > hang_s:
             first = min(running, key=lambda r: running[r]["unix"])
+            for pid in descendants(proc.pid):   # before the root: once it is gone they are not its children
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             where = ("while preparing (set-up, data, checkpoint load)" if running[first].get("phase") == "preparing"
