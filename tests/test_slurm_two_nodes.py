@@ -128,19 +128,24 @@ def test_allreduce_across_two_nodes_rendezvous_at_the_first_node_and_equals_one_
     hosts = hostnames(nodelist)
     assert sorted(hosts) == sorted(NODE_ADDR), nodelist
     master_addr = ipaddress.ip_address(NODE_ADDR[hosts[0]])
-    assert not master_addr.is_loopback
     # the ranks' host names and network namespaces: two ranks per node (srun's block distribution)
     assert [host_of(pids[r]) for r in range(4)] == [hosts[0], hosts[0], hosts[1], hosts[1]]
     assert net_ns(pids[0]) == net_ns(pids[1]) and net_ns(pids[2]) == net_ns(pids[3])
     assert len({net_ns(pids[0]), net_ns(pids[2]), net_ns(os.getpid())}) == 3   # nor the controller's (this test's)
-    # rank 2's rendezvous (the TCPStore at MASTER_ADDR:MASTER_PORT, held for the whole run) goes
-    # to the first node's namespace address; MASTER_ADDR resolves there too in rank 2's namespace
+    # the rendezvous (the TCPStore at MASTER_ADDR:MASTER_PORT, held for the whole run) goes to the
+    # first node's namespace address from both nodes' namespaces: every connection to the store's
+    # port, the first node's own ranks' included, has that address, none a loopback one
+    # (/proc/<pid>/net/tcp lists the whole namespace); MASTER_ADDR resolves there in rank 2's namespace
     master = (str(master_addr), job_port(job))
+
+    def to_store(pid):
+        return {p for p in established_peers(pid) if p[1] == master[1]}
     deadline = time.time() + 60
-    while master not in established_peers(pids[2]) and time.time() < deadline:
-        assert job_state(job)[0] == "RUNNING", f"job {job} ended before rank 2 connected: {log.read_text()[-3000:]}"
+    while not all(to_store(pids[r]) for r in (0, 2)) and time.time() < deadline:
+        assert job_state(job)[0] == "RUNNING", f"job {job} ended before the ranks connected: {log.read_text()[-3000:]}"
         time.sleep(0.1)
-    assert master in established_peers(pids[2]), established_peers(pids[2])
+    assert to_store(pids[0]) == to_store(pids[2]) == {master}, (to_store(pids[0]), to_store(pids[2]))
+    assert not master_addr.is_loopback
     resolved = subprocess.run(["nsenter", "-t", str(pids[2]), "--net", "--mount", "getent", "ahostsv4", hosts[0]],
                               capture_output=True, text=True).stdout.split()
     assert resolved and resolved[0] == str(master_addr), resolved
