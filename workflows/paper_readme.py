@@ -94,11 +94,18 @@ BEGIN, END = "<!-- FIGURES: written by `python workflows/paper_readme.py` -->", 
 
 
 def figures_list(specs: list[Paper]) -> str:
-    """The top README's figure ids: all of them (each at scale=full), then what the embedded scale builds."""
-    def ids(spec, scale=None):
-        return ", ".join(f"`{f}`" for f, fig in spec.figures.items() if scale is None or scale in fig.scales)
+    """The top README's figure ids: all of them (each at scale=full), then what the embedded scale
+    builds, in the default tier and in the paper tier (`make replicate TIER=paper`)."""
+    def ids(spec, scale=None, tier=None):
+        return ", ".join(f"`{f}`" for f, fig in spec.figures.items()
+                         if (scale is None or scale in fig.scales) and (tier is None or fig.tier == tier))
+
+    def per_paper(tier):
+        return "; ".join(f"{s.paper} {ids(s, 'embedded', tier)}" for s in specs if ids(s, "embedded", tier))
+
+    def count(tier):
+        return sum(1 for s in specs for fig in s.figures.values() if "embedded" in fig.scales and fig.tier == tier)
     every = "; ".join(f"{s.paper} {ids(s)}" for s in specs)
-    embedded = [(s, [f for f, fig in s.figures.items() if "embedded" in fig.scales]) for s in specs]
     full_only = "; ".join(f"{s.paper} " + ", ".join(f"`{f}`" for f, fig in s.figures.items()
                                                    if "embedded" not in fig.scales)
                           for s in specs if any("embedded" not in fig.scales for fig in s.figures.values()))
@@ -106,9 +113,9 @@ def figures_list(specs: list[Paper]) -> str:
                else "at `scale=full`: " + "; ".join(f"{s.paper} {ids(s, 'full')}" for s in specs))
     return "\n".join([
         BEGIN,
-        f"Figure ids: {every} ({at_full}). The embedded scale builds the "
-        f"{sum(len(f) for _, f in embedded)} whose claims it can test or account for: "
-        + "; ".join(f"{s.paper} {ids(s, 'embedded')}" for s, _ in embedded) + ".",
+        f"Figure ids: {every} ({at_full}). The embedded scale builds the {count('default')} of the "
+        f"default tier: {per_paper('default')}.",
+        f"The paper tier (`make replicate TIER=paper`) adds {count('paper')}: {per_paper('paper')}.",
         f"The others are full-scale only ({full_only}): their claims read \"not tested at this scale\" with the",
         "reason, and asking for one at the embedded scale says so and names the command that makes it (a mistyped",
         "figure or paper: the closest known names).",
