@@ -96,13 +96,16 @@ def test_meter_agrees_with_deepspeeds_comms_logger_on_a_two_rank_run(tmp_path, w
 
     from codist import config
     from codist.launching import launch
+    from codist.rundir import RunDir
     path = write_config({"parallel": {"world_size": 2}})
     out = tmp_path / "run"
     env = launch.launch_env(config.load(path), "cpu", threads=1)   # the launcher's: its ninja, DS_ACCELERATOR
     rank_script = Path(__file__).with_name("ds_comms_logger_rank.py")
+    held = RunDir(out)   # as codist run does before its ranks start: the directory and its lock
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
                            "--master_port", str(_free_port()), str(rank_script), "--config", str(path),
                            "--out", str(out)], env=env, capture_output=True, text=True, timeout=600)
+    held.close()
     assert proc.returncode == 0, proc.stdout + proc.stderr
     logged = [json.loads((out / f"ds_comms-rank{r}.json").read_text()) for r in (0, 1)]
 

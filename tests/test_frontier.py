@@ -133,8 +133,9 @@ def test_plan_points_share_the_papers_runs_and_fit_the_layout():
     plan = load_plan(ROOT / "replications", "embedded")
     paper_runs = set(plan.configs)
     shared = add_to_plan(plan, points)
-    # Sun's MA-DNN (H = 16) and Anil's codistillation (k = 25) are the papers' own runs
-    for w, label, where in (("image", "MA-DNN H=16", "sun2016 cifar10"), ("lm", "codistill k=25", "anil2018")):
+    # Sun's MA-DNN (H = 16) is the paper's own runs; Anil's codistillation (k = 25) no longer is:
+    # its pre-registered final seeds are 3-5 (f7693c3), the frontier's 0-2
+    for w, label, where in (("image", "MA-DNN H=16", "sun2016 cifar10"),):
         ids = {p.run_id for p in points if p.workload == w and p.label == label}
         assert ids <= paper_runs and all(where in shared[i] for i in ids)
     assert set(plan.configs) == paper_runs | {p.run_id for p in points}
