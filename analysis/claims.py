@@ -29,6 +29,8 @@ Verdict (README, "Claims"), in this order:
      full scale, regime.data_sizes): "underpowered: ..." before anything is measured.
   3. any failed regime check (analysis/regime.py): "not in the paper's regime: <check>
      (<measured> vs <required>)"; no verdict is drawn from a run outside the paper's regime.
+     Then a planned seed (of a or b) without a finite effect (its run missing, a NaN value):
+     "incomplete: k of n planned seeds usable (seed ...)"; no verdict from a subset of the seeds.
   4. otherwise, with n >= 3 seeds and one-sided bounds at 95% (t(0.95, n-1); churn: a seed-level
      jackknife, so one outlier seed cannot make it hold; stats.decide):
        `at_least: t` (default: the neutral value): holds if low > t; does not hold if high < t.
@@ -76,7 +78,7 @@ COLUMNS = ["paper", "id", "claim", "source", "basis", "comparison", "measure", "
            "paper_value", "per_seed", "regime_sources", "tier", "seeds", "design_commit", "design_status",
            "changed_after_results"]
 VERDICTS = ("holds", "does not hold", "inconclusive", "not in the paper's regime", "not tested at this scale",
-            "not tested in this tier", "underpowered")
+            "not tested in this tier", "underpowered", "incomplete")
 
 
 class ClaimError(ValueError):
@@ -195,11 +197,17 @@ def judge(c: Claim, manifest: dict, figures: Path, scale: str, tables) -> dict:
     except regime.RegimeError as e:
         raise ClaimError(str(e)) from None
     iv, per, reached = effects(c, manifest, figures)
+    planned = sorted({str(r["seed"]) for r in manifest["runs"] if r["series"] in (c.a, c.b)})
+    used = {s for unit in per.index for s in str(unit).split("-")}   # churn's units are pairs "0-1"
+    lost = [s for s in planned if s not in used] if c.measure != "comm_ratio" else []
     out.update(n=iv.n, effect_mean=iv.mean, effect_sd=iv.sd, interval_low=iv.low, interval_high=iv.high,
                method=iv.method, reached=reached,
                per_seed="; ".join(f"{k}: {v:.4g}" if isinstance(v, float) else f"{k}: {v}" for k, v in per.items()))
     if failed:
         return {**out, "verdict": "not in the paper's regime: " + "; ".join(failed)}
+    if lost:   # a verdict is drawn from every planned seed or from none: never silently from fewer
+        return {**out, "verdict": f"incomplete: {len(planned) - len(lost)} of {len(planned)} planned seeds "
+                                  f"usable (seed {', '.join(map(str, lost))}: a run missing or a non-finite value)"}
     if c.measure == "comm_ratio":
         v, out["rule"] = deterministic_verdict(iv, c.at_least)
         return {**out, "verdict": v}

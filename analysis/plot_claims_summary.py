@@ -39,7 +39,7 @@ from analysis.schema import MEASURES, parse  # noqa: E402
 
 COLORS = {"holds": "tab:green", "does not hold": "tab:red", "inconclusive": "tab:orange",
           "not in the paper's regime": "tab:purple", "not tested at this scale": "tab:grey",
-          "underpowered": "tab:brown"}
+          "not tested in this tier": "silver", "underpowered": "tab:brown", "incomplete": "black"}
 UNITS = {**MEASURE_UNITS, "comm_ratio": "bytes ratio (x, exact; log axis)"}
 SPEEDUP_TEXT = re.compile(r"^(?:up to |.*= )?~?(\d+(?:\.\d+)?)x$")
 ROW_IN = 0.42   # inches per claim row

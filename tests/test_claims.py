@@ -392,3 +392,27 @@ def test_a_margin_below_what_the_validation_set_resolves_is_underpowered(tmp_pat
         assert df.loc["under", "verdict"] == (f"underpowered: margin {abs(under):g} < {need}, the least that 3 seeds x "
                                               f"{v} validation examples resolve (80% power)")
         assert df.loc["enough", "verdict"] == "holds"     # effects 0.001, -0.001, 0: bounds +/- 0.0016858
+
+
+@pytest.mark.parametrize("how", ["a run missing", "a NaN final value"])
+def test_a_lost_seed_makes_the_verdict_incomplete_not_silently_fewer(figure_dir, tmp_path, how):
+    """Seeds 0-3 planned for a and b: with seed 3's b run missing, or its final value NaN, the claim
+    reads 'incomplete: 3 of 4', never a verdict from the 3 seeds left (which alone would hold)."""
+    manifest = json.loads((figure_dir / "f_runs.json").read_text())
+    manifest["runs"] = [{"series": s, "seed": seed} for s in ("a", "b") for seed in range(4)]
+    (figure_dir / "f_runs.json").write_text(json.dumps(manifest))
+    claims.read_manifest.cache_clear()
+    curves = pd.read_csv(figure_dir / "f_curves.csv")
+    extra = pd.DataFrame(curves_rows("a", 3, "0", [2.8, 1.8, 1.6, 1.5]) + (
+        curves_rows("b", 3, "0", [3.0, 2.5, 2.0, float("nan")]) if how == "a NaN final value" else []))
+    pd.concat([curves, extra]).to_csv(figure_dir / "f_curves.csv", index=False)
+    spec = tmp_path / "experiments.yaml"
+    spec.write_text(yaml.safe_dump(spec_doc(c_(id="lost"))))
+    row = claims.evaluate(spec, figure_dir, "embedded").set_index("id").loc["lost"]
+    assert row["verdict"] == "incomplete: 3 of 4 planned seeds usable (seed 3: a run missing or a non-finite value)"
+    assert claims.verdict_kind(row["verdict"]) == "incomplete"
+    # the same table without the planned seed 3: all 3 seeds used, and the effect 0.29-0.30 holds
+    manifest["runs"] = [r for r in manifest["runs"] if r["seed"] != 3]
+    (figure_dir / "f_runs.json").write_text(json.dumps(manifest))
+    claims.read_manifest.cache_clear()   # read once per process; this test rewrote it
+    assert claims.evaluate(spec, figure_dir, "embedded").set_index("id").loc["lost", "verdict"] == "holds"
