@@ -136,8 +136,9 @@ def draw(df: pd.DataFrame, specs: dict, out, scale: str) -> None:
     y = top
     step = ROW_IN / height
     counts = df["verdict"].map(verdict_kind).value_counts()
+    # the verdicts that occur (the table's count line names every kind, zeros too)
     fig.suptitle(f"Every claim of the three papers at the {scale} scale: "
-                 + ", ".join(f"{counts.get(k, 0)} {k}" for k in COLORS), fontsize=11, y=1 - 0.25 / height)
+                 + ", ".join(f"{counts[k]} {k}" for k in COLORS if counts.get(k, 0)), fontsize=11, y=1 - 0.25 / height)
     fig.text(0.01, top + 0.35 / height, "claim (measure)", fontsize=8, weight="bold")
     fig.text(0.43, top + 0.35 / height, "ours: mean and 90% t interval; paper: red diamond", fontsize=8,
              weight="bold")
