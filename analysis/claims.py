@@ -207,7 +207,7 @@ def judge(c: Claim, manifest: dict, figures: Path, scale: str, tables) -> dict:
         return {**out, "verdict": "not in the paper's regime: " + "; ".join(failed)}
     if lost:   # a verdict is drawn from every planned seed or from none: never silently from fewer
         return {**out, "verdict": f"incomplete: {len(planned) - len(lost)} of {len(planned)} planned seeds "
-                                  f"usable (seed {', '.join(map(str, lost))}: a run missing or a non-finite value)"}
+                                  f"usable (seed {', '.join(lost)}: a run missing or a non-finite value)"}
     if c.measure == "comm_ratio":
         v, out["rule"] = deterministic_verdict(iv, c.at_least)
         return {**out, "verdict": v}
