@@ -40,9 +40,9 @@ RULES = (   # (module pattern, layer), first match wins
     ("codist.heartbeat", "rank"), ("codist.algorithms", "rank"), ("codist.algorithms.*", "rank"),
     ("codist.workloads.*", "rank"),
     # base: what both sides share and that imports nothing of codist's (the ranks' environment
-    # contract, the run's owner, exit codes, atomic writes and logs, the checkout's folder)
+    # contract, the run's owner, exit codes, atomic writes and logs)
     ("codist", "base"), ("codist.rank_env", "base"), ("codist.owner", "base"), ("codist.exits", "base"),
-    ("codist.runlog", "base"), ("codist.checkout", "base"),
+    ("codist.runlog", "base"),
 )
 
 

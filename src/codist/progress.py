@@ -10,7 +10,7 @@ from .runlog import terminal
 
 class Progress:
     def __init__(self, total: int, initial: int, desc: str, enabled: bool, stream=None):
-        # under codist.launch rank 0's stderr is a pipe into its log: a bar goes to the terminal itself
+        # under `codist run` rank 0's stderr is a pipe into its log: a bar goes to the terminal itself
         self.stream = stream or terminal() or sys.stderr
         self.total, self.desc, self.enabled = total, desc, enabled
         self.t0 = time.monotonic()

@@ -12,7 +12,7 @@
   OSError of a write names the file and the operation (`WriteError`).
 - manifest.json: resolved config, seed, git commit, package versions, hardware (CPU model, torch's CPU
   capability, BLAS, threads), launcher.
-- logs/rank<N>.log: each rank's stdout and stderr (when codist.launch started it).
+- logs/rank<N>.log: each rank's stdout and stderr (when `codist run` started it).
 """
 from __future__ import annotations
 
@@ -376,13 +376,13 @@ class TensorBoardLog:
             self.add(row)
 
 
-RANK_LOG_DIR = "CODIST_RANK_LOG_DIR"   # set by codist.launch to RUN/logs
+RANK_LOG_DIR = "CODIST_RANK_LOG_DIR"   # set by codist.launching.launch to RUN/logs
 _tees: list = []                       # rank 0's tee processes (kept: a dropped Popen warns)
 _terminal: list = []                   # rank 0's terminal, when it started on one (for a progress bar)
 
 
 def tee_rank_output() -> None:
-    """Where codist.launch asks for it (CODIST_RANK_LOG_DIR), append this rank's stdout and
+    """Where `codist run` asks for it (CODIST_RANK_LOG_DIR), append this rank's stdout and
     stderr (file descriptors 1 and 2: Python's, C++'s and child processes' output alike) to
     RUN/logs/rank<N>.log. Rank 0's also still reach the launcher's output (the run's console or
     workflow log) through one `tee` per stream: separate processes, so a crash loses nothing,

@@ -1,9 +1,10 @@
 """The per-rank entry point: `python -m codist.train --config RUN/config.yaml --out RUN`.
 
-Started on every rank by the launcher codist.launch picked (the DeepSpeed launcher, torchrun,
-srun, or forked by codist.fork_launcher, itself started by `codist run` or a warm server; a lone
-rank is started directly), which sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and passes
---local_rank. The loop knows the algorithm and the workload only through their interfaces.
+Started on every rank by the process tree `codist run` picked (codist.launching: the DeepSpeed
+launcher, torchrun, srun, or forked by codist.launching.fork in `codist run`'s child or in a warm
+server's supervisor; a lone rank is started directly), which sets RANK, WORLD_SIZE, MASTER_ADDR,
+MASTER_PORT (an srun task: codist.rank_env derives them from SLURM's) and passes --local_rank.
+The loop knows the algorithm and the workload only through their interfaces.
 """
 from __future__ import annotations
 
@@ -101,7 +102,7 @@ class StopFlag:
     ranks agree with one tiny all-reduce every STOP_CHECK_EVERY updates, so they all stop after the
     same update."""
 
-    def __init__(self):   # (no arguments: codist.fork_launcher subclasses it; set_up sets `guard`)
+    def __init__(self):   # (set_up sets `guard`)
         self.raised, self.guard, self.why = GO_ON, None, None
         for sig in (signal.SIGTERM, signal.SIGUSR1):
             signal.signal(sig, self._handler)
@@ -190,7 +191,7 @@ class Run:
 
 def main(argv=None) -> int:
     """set up, resume, train, finish: each a function below."""
-    tee_rank_output()   # RUN/logs/rank<N>.log, when codist.launch started this rank
+    tee_rank_output()   # RUN/logs/rank<N>.log, when `codist run` started this rank
     run = set_up(parse_args(argv))
     try:
         resume(run)
