@@ -41,15 +41,15 @@ ROOT = Path(__file__).resolve().parents[1]
 FIELDS = ["module", "line", "operator", "occurrence", "change", "status", "reason"]
 SUMMARY_FIELDS = ["module", "mutants", "killed", "timeout", "survived", "equivalent", "incompetent", "score",
                   "tests", "baseline_s", "timeout_s", "wall_s", "commit", "module_sha256", "rerun", "date"]
-# Run by cosmic-ray's own interpreter: every pending mutant not in argv[2] ([operator, occurrence]
-# pairs) is marked skipped, so `exec` runs only those (--survivors).
+# Run by cosmic-ray's own interpreter: every pending mutant in argv[2] ([operator, occurrence]
+# pairs: those already killed) is marked skipped, so `exec` runs only the others (--survivors).
 ONLY = """import json, sys
 from cosmic_ray.work_db import WorkDB, use_db
 from cosmic_ray.work_item import WorkerOutcome, WorkResult
-keep = {tuple(x) for x in json.loads(sys.argv[2])}
+done = {tuple(x) for x in json.loads(sys.argv[2])}
 with use_db(sys.argv[1], WorkDB.Mode.open) as db:
     skip = [w.job_id for w in db.pending_work_items
-            if (w.mutations[0].operator_name, w.mutations[0].occurrence) not in keep]
+            if (w.mutations[0].operator_name, w.mutations[0].occurrence) in done]
     db.set_multiple_results(skip, WorkResult(worker_outcome=WorkerOutcome.SKIPPED))
 """
 
@@ -201,9 +201,10 @@ def previous(module: str, out: Path, source: str) -> list[dict] | None:
 
 
 def measure(module: str, spec: dict, work: Path, tree: Path, sock: Path, args, commit: str):
-    """(rows, summary) of one module, or None when its unmutated tests fail. With --survivors, only
-    the mutants that survived the last run of the same source run again (tests are only ever added
-    between such runs, so a killed mutant stays killed)."""
+    """(rows, summary) of one module, or None when its unmutated tests fail. With --survivors, the
+    mutants the last run of the same source killed are not run again (tests are only ever added
+    between such runs, so a killed mutant stays killed): its survivors and the mutants it did not
+    reach (a partial run) run."""
     sha = hashlib.sha256((tree / module).read_bytes()).hexdigest()
     before = previous(module, args.out, (tree / module).read_text()) if args.survivors else None
     if args.survivors and before is None:
@@ -232,8 +233,9 @@ def measure(module: str, spec: dict, work: Path, tree: Path, sock: Path, args, c
         listed = subprocess.run([str(cr / "cosmic-ray"), "dump", str(session)], cwd=tree, check=True,
                                 capture_output=True, text=True).stdout
         planned = sum(1 for line in listed.splitlines() if (json.loads(line)[1] or {}).get("worker_outcome") != "skipped")
-        again = [[f"core/{r['operator']}", int(r["occurrence"])] for r in before if r["status"] in ("survived", "equivalent")]
-        subprocess.run([str(cr / "python"), "-c", ONLY, str(session), json.dumps(again)], **quiet)
+        done = [[f"core/{r['operator']}", int(r["occurrence"])] for r in before
+                if r["status"] not in ("survived", "equivalent")]
+        subprocess.run([str(cr / "python"), "-c", ONLY, str(session), json.dumps(done)], **quiet)
     print(f"{module}: baseline {baseline:.1f} s, timeout {timeout:.0f} s, tests {' '.join(spec['tests'])}"
           + (f", functions {' '.join(spec['functions'])}" if lines else ""), flush=True)
     subprocess.run([str(cr / "cosmic-ray"), "exec", str(cfg), str(session)], **quiet)
@@ -245,8 +247,10 @@ def measure(module: str, spec: dict, work: Path, tree: Path, sock: Path, args, c
         rows = rows + [{k: r[k] for k in FIELDS} for r in before if (r["operator"], int(r["occurrence"])) not in rerun]
         rows.sort(key=lambda r: (int(r["line"]), r["operator"], int(r["occurrence"])))
     summary = summarise(module, rows, spec, baseline, timeout, time.monotonic() - t0, commit)
-    summary.update(module_sha256=sha, rerun="all" if before is None else "survivors of " + (
-        f"the earlier run" if len(rows) >= planned else f"an earlier partial run: {len(rows)} of {planned} measured"))
+    summary.update(module_sha256=sha, rerun="all" if before is None else (
+        "survivors of the earlier run" if len(before) >= planned
+        else f"survivors and the {planned - len(before)} unreached mutants of an earlier partial run") + (
+        "" if len(rows) >= planned else f": {len(rows)} of {planned} measured"))
     return rows, summary
 
 
@@ -306,7 +310,8 @@ def main(argv=None) -> int:
     ap.add_argument("--cosmic-ray", type=Path, default=ROOT / ".venv" / "cosmic-ray" / "bin",
                     help="folder of the cosmic-ray executables")
     ap.add_argument("--survivors", action="store_true",
-                    help="run again only the mutants that survived the last run of the same source (after adding tests)")
+                    help="skip the mutants the last run of the same source killed: run its survivors (after adding "
+                         "tests) and those it did not reach")
     ap.add_argument("--review", action="store_true", help="apply mutation_reasons.py to the rows of --out, rerun nothing")
     ap.add_argument("--harvest", type=Path, help="the work folder of an interrupted run: write what it measured")
     ap.add_argument("--commit", help="with --harvest: the commit that run copied")

@@ -173,6 +173,20 @@ def test_censored_speedups_through_the_verdict(figure_dir, tmp_path):
     assert df.loc["mixed", "verdict"] == "inconclusive"
 
 
+def test_comm_ratio_without_a_threshold_must_exceed_one(figure_dir, tmp_path):
+    # b sends 1000 bytes per rank per update; a, c, d send 500, 1000, 2000 between groups: ratios 2, 1, 0.5
+    pd.DataFrame([{"series": s, "seed": seed, "comm_sent_bytes_per_rank_per_update": 1000.0,
+                   "between_group_sent_bytes_per_rank_per_update": g}
+                  for seed in range(3) for s, g in (("a", 500.0), ("b", 0.0), ("c", 1000.0), ("d", 2000.0))]
+                 ).to_csv(figure_dir / "f.csv", index=False)
+    spec = tmp_path / "experiments.yaml"
+    spec.write_text(yaml.safe_dump(spec_doc(*[c_(id=a, measure="comm_ratio", a=a) for a in "acd"])))
+    df = claims.evaluate(spec, figure_dir, "embedded").set_index("id")
+    assert list(df["effect_mean"]) == [2.0, 1.0, 0.5]
+    assert list(df["verdict"]) == ["holds", "does not hold", "does not hold"]   # the neutral 1, strictly above
+    assert set(df["rule"]) == {"effect > 1"}
+
+
 def test_comm_ratio_verdict_at_its_threshold(figure_dir, tmp_path):
     spec = tmp_path / "experiments.yaml"
     spec.write_text(yaml.safe_dump(spec_doc(*[c_(id=f"t{i}", measure="comm_ratio", at_least=t)
@@ -295,7 +309,7 @@ def test_speedup_offset_by_another_series_steps(figure_dir, tmp_path):
     spec = tmp_path / "experiments.yaml"
     spec.write_text(yaml.safe_dump(spec_doc(c_(measure="speedup", b_offset="@b2"), c_(id="c2", measure="speedup",
                                                                                        b_offset="@zz"))))
-    with pytest.raises(claims.ClaimError, match=r"claim 'c2': b_offset '@zz': .* no config for series 'zz'"):
+    with pytest.raises(claims.ClaimError, match=r"claim 'c2': b_offset '@zz': .* no config for series 'zz'; have \['b2'\]$"):
         claims.evaluate(spec, figure_dir, "embedded")
     spec.write_text(yaml.safe_dump(spec_doc(c_(measure="speedup", b_offset="@b2"))))
     assert claims.evaluate(spec, figure_dir, "embedded")["per_seed"].iloc[0] == "0: 4; 1: 4; 2: 4"   # (40 + 40) / 20
@@ -311,6 +325,7 @@ def test_evaluate_and_cli_write_the_table(figure_dir, tmp_path):
                         "--markdown", str(out / "c.md")]) == 0
     df = pd.read_csv(out / "c.csv")
     assert list(df["verdict"]) == ["holds", "does not hold"]   # speedup 2.0 on every seed; gap 0.29 > 0.01
+    assert list(df["metric"]) == ["val_loss", "val_loss"]      # no metric named: the figure's first panel
     md = (out / "c.md").read_text()
     assert "2 claims: 1 holds, 1 does not hold, 0 inconclusive" in md
     assert "2 claims went through the seed-based rule" in md and "about 0.05 x 2 = 0.1 of them" in md
@@ -349,17 +364,17 @@ def test_table_and_bar_figures_are_drawn(figure_dir, tmp_path):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def accuracy_figure(root: Path, workload: dict, scale: str) -> Path:
-    """Figure 'f' on val_accuracy at `scale`: a ends 0.001, -0.001, 0 above b (seeds 0-2), a's config
-    has `workload`; returns the experiments file's folder."""
+def accuracy_figure(root: Path, workload: dict, scale: str, seeds: int = 3) -> Path:
+    """Figure 'f' on val_accuracy at `scale`: a ends 0.001, -0.001, 0 above b (seeds 0-2, or the first
+    `seeds` of them), a's config has `workload`; returns the experiments file's folder."""
     rows = []
-    for seed in range(3):
+    for seed in range(seeds):
         rows += curves_rows("b", seed, "0", [0.3, 0.5], metric="val_accuracy")
         rows += curves_rows("a", seed, "0", [0.3, 0.5 + (0.001, -0.001, 0.0)[seed]], metric="val_accuracy")
     pd.DataFrame(rows).to_csv(root / "f_curves.csv", index=False)
     (root / "f_runs.json").write_text(json.dumps({
         "paper": "toy", "figure": "f", "panels": ["val_accuracy"], "series": ["a", "b"],
-        "runs": [{"series": s, "seed": seed} for s in "ab" for seed in range(3)],
+        "runs": [{"series": s, "seed": seed} for s in "ab" for seed in range(seeds)],
         "configs": {"a": {"workload": workload}}}))
     doc = spec_doc()
     doc["figures"]["f"]["scales"] = {scale: doc["figures"]["f"]["scales"]["embedded"]}
@@ -394,6 +409,23 @@ def test_a_margin_below_what_the_validation_set_resolves_is_underpowered(tmp_pat
         assert df.loc["enough", "verdict"] == "holds"     # effects 0.001, -0.001, 0: bounds +/- 0.0016858
 
 
+def test_the_validation_floor_applies_from_two_seeds(tmp_path):
+    """2 seeds x 1,000 validation examples: TOST needs (t(0.95, 1) + t(0.90, 1)) x sqrt(0.5 / 1000) / sqrt 2 =
+    (6.3137515 + 3.0776835) x 0.0223607 / 1.4142136 = 0.1484934 before anything runs; one seed has no
+    sd, so no floor: its claim is inconclusive (fewer than 3 seeds), not underpowered."""
+    for seeds, margin, verdict in ((2, 0.1484, "underpowered: margin 0.1484 < 0.148, the least that 2 seeds x 1000 "
+                                               "validation examples resolve (80% power)"),
+                                   (2, 0.1486, "inconclusive"), (1, 0.5, "inconclusive")):
+        figures = tmp_path / f"fig{seeds}-{margin}"
+        figures.mkdir()
+        doc = accuracy_figure(figures, {"name": "imagenet", "dataset": "embedded", "val_size": 1000}, "embedded",
+                              seeds)
+        doc["claims"] = [c_(id="m", metric="val_accuracy", within=margin)]
+        spec = figures / "experiments.yaml"
+        spec.write_text(yaml.safe_dump(doc))
+        assert claims.evaluate(spec, figures, "embedded").loc[0, "verdict"] == verdict
+
+
 @pytest.mark.parametrize("how", ["a run missing", "a NaN final value"])
 def test_a_lost_seed_makes_the_verdict_incomplete_not_silently_fewer(figure_dir, tmp_path, how):
     """Seeds 0-3 planned for a and b: with seed 3's b run missing, or its final value NaN, the claim
@@ -416,3 +448,26 @@ def test_a_lost_seed_makes_the_verdict_incomplete_not_silently_fewer(figure_dir,
     (figure_dir / "f_runs.json").write_text(json.dumps(manifest))
     claims.read_manifest.cache_clear()   # read once per process; this test rewrote it
     assert claims.evaluate(spec, figure_dir, "embedded").set_index("id").loc["lost", "verdict"] == "holds"
+
+
+def test_a_paper_tier_figure_without_tables_is_not_tested_in_this_tier_below_full_scale(tmp_path):
+    """Only a paper-tier figure whose tables are absent below the full scale reads 'not tested in
+    this tier'; the same figure at the full scale, or a default-tier one, is missing tables: an error."""
+    figures = tmp_path / "figs"
+    figures.mkdir()                                   # no f_runs.json: nothing ran
+    doc = spec_doc(c_(id="p"), c_(id="why", full_scale_only="needs 64 ranks"))
+    scales = doc["figures"]["f"]["scales"]
+    scales["full"] = scales["embedded"]
+    doc["figures"]["f"]["tier"] = "paper"
+    spec = tmp_path / "experiments.yaml"
+    spec.write_text(yaml.safe_dump(doc))
+    df = claims.evaluate(spec, figures, "embedded").set_index("id")
+    assert df.loc["p", "verdict"] == "not tested in this tier: figure 'f' is in the paper tier (make replicate TIER=paper)"
+    assert df.loc["why", "verdict"] == "not tested at this scale: needs 64 ranks"
+    assert (df.loc["p", "tier"], df.loc["why", "tier"]) == ("", "")
+    with pytest.raises(claims.ClaimError, match=r"claim 'p': figure 'f' has no .*f_runs.json at scale 'full'"):
+        claims.evaluate(spec, figures, "full")
+    doc["figures"]["f"]["tier"] = "default"
+    spec.write_text(yaml.safe_dump(doc))
+    with pytest.raises(claims.ClaimError, match=r"claim 'p': figure 'f' has no .*f_runs.json at scale 'embedded'"):
+        claims.evaluate(spec, figures, "embedded")
