@@ -471,3 +471,32 @@ def test_a_paper_tier_figure_without_tables_is_not_tested_in_this_tier_below_ful
     spec.write_text(yaml.safe_dump(doc))
     with pytest.raises(claims.ClaimError, match=r"claim 'p': figure 'f' has no .*f_runs.json at scale 'embedded'"):
         claims.evaluate(spec, figures, "embedded")
+
+
+def test_a_paper_tier_figure_with_its_tables_is_judged(figure_dir, tmp_path):
+    doc = spec_doc(c_(id="p"))
+    doc["figures"]["f"]["tier"] = "paper"
+    spec = tmp_path / "experiments.yaml"
+    spec.write_text(yaml.safe_dump(doc))
+    row = claims.evaluate(spec, figure_dir, "embedded").iloc[0]
+    assert (row["verdict"], row["tier"]) == ("holds", "paper")        # effects 0.30, 0.29, 0.28
+
+
+def test_a_final_difference_of_a_higher_is_better_metric_keeps_its_size(tmp_path):
+    figures = tmp_path / "figs"
+    figures.mkdir()
+    doc = accuracy_figure(figures, {"name": "imagenet", "dataset": "embedded", "val_size": 1000}, "embedded")
+    doc["claims"] = [c_(id="m", metric="val_accuracy")]
+    spec = figures / "experiments.yaml"
+    spec.write_text(yaml.safe_dump(doc))
+    row = claims.evaluate(spec, figures, "embedded").iloc[0]
+    assert row["per_seed"] == "0: 0.001; 1: -0.001; 2: 0"            # a - b, accuracy: higher is better
+
+
+def test_the_comparison_names_the_second_pair_and_its_weight(figure_dir, tmp_path):
+    spec = tmp_path / "experiments.yaml"
+    spec.write_text(yaml.safe_dump(spec_doc(c_(id="w1", a2="a2", b2="b2"), c_(id="w2", a2="a2", b2="b2", weight2=2),
+                                            c_(id="half", a2="a2", b2="b2", weight2=0.5), c_(id="one"))))
+    df = claims.evaluate(spec, figure_dir, "embedded").set_index("id")
+    assert list(df["comparison"]) == ["a vs b minus (a2 vs b2)", "a vs b minus 2 x (a2 vs b2)",
+                                      "a vs b minus 0.5 x (a2 vs b2)", "a vs b"]
