@@ -164,10 +164,10 @@ def test_srun_line_for_two_and_sixteen_nodes(tmp_path):
     entry = ["codist.train", "--config", "C", "--out", "O"]
     for world, nodes in ((16, 2), (128, 16)):
         cmd = srun_command(gpu_cfg(world), "cuda", entry, 1234, "4711")
-        assert cmd == [PY, "-m", "codist.launching.cluster", "relay", "--", "srun", "--nodes", str(nodes), "--ntasks", str(world), "--ntasks-per-node", "8",
+        assert cmd == ["srun", "--nodes", str(nodes), "--ntasks", str(world), "--ntasks-per-node", "8",
                        "--cpus-per-task", "6", "--gpus-per-task=1", "--kill-on-bad-exit=0", "--wait=60",
                        f"--export=ALL,MASTER_PORT={job_port(4711)},CODIST_OWNER=", PY, "-m", *entry]
-    assert srun_command(gpu_cfg(16, master_port=29999), "cuda", entry, 1, "4711")[17] == \
+    assert srun_command(gpu_cfg(16, master_port=29999), "cuda", entry, 1, "4711")[12] == \
         "--export=ALL,MASTER_PORT=29999,CODIST_OWNER="
 
 
@@ -175,13 +175,13 @@ def test_build_command_uses_srun_only_in_a_batch_script(tmp_path):
     cfg = gpu_cfg(16)
     batch = {"SLURM_JOB_ID": "77"}   # what the plugin's job step leaves codist run
     cmd = build_command(cfg, tmp_path / "c.yaml", tmp_path, 1, env=batch)
-    assert cmd[3:10] == ["relay", "--", "srun", "--nodes", "2", "--ntasks", "16"]
+    assert cmd[:5] == ["srun", "--nodes", "2", "--ntasks", "16"]
     assert cmd[-5:] == ["codist.train", "--config", str(tmp_path / "c.yaml"), "--out", str(tmp_path)]
     # inside a job step (an srun task): never a nested srun
     step = {"SLURM_JOB_ID": "77", "SLURM_STEP_ID": "0"}
     cpu = config.validate({"parallel": {"world_size": 2}, "launch": {"device": "cpu"}})
     assert build_command(cpu, tmp_path / "c.yaml", tmp_path, 5, env=step)[1:3] == ["-m", "deepspeed.launcher.runner"]
-    assert build_command(cpu, tmp_path / "c.yaml", tmp_path, 5, env={"SLURM_JOB_ID": "1"})[5] == "srun"
+    assert build_command(cpu, tmp_path / "c.yaml", tmp_path, 5, env={"SLURM_JOB_ID": "1"})[0] == "srun"
     warm = config.validate({"parallel": {"world_size": 2}, "launch": {"device": "cpu", "launcher": "warm"}})
     assert build_command(warm, tmp_path / "c.yaml", tmp_path, 5, env={"SLURM_JOB_ID": "1"})[1:3] == \
         ["-m", "codist.launching.fork"]
@@ -202,7 +202,7 @@ def test_gpu_world_larger_than_this_node_is_left_to_srun_in_a_batch_script(monke
     monkeypatch.setenv("SLURM_JOB_ID", "9")
     check_fits(gpu_cfg(128), "cuda")   # in a batch script: no local GPU count check, the allocation decides
     cmd = build_command(gpu_cfg(128), tmp_path / "c.yaml", tmp_path, 1, env={"SLURM_JOB_ID": "9"})
-    assert cmd[5:11] == ["srun", "--nodes", "16", "--ntasks", "128", "--ntasks-per-node"]   # 16 nodes x 8
+    assert cmd[:6] == ["srun", "--nodes", "16", "--ntasks", "128", "--ntasks-per-node"]   # 16 nodes x 8
 
 
 def test_rank_env_from_srun_variables(monkeypatch):

@@ -170,7 +170,7 @@ def preempt_and_resubmit(tmp_path: Path, cfg: dict, out: Path) -> tuple[str, str
     job = submit(tmp_path, cfg, out, log)
     wait_checkpoint(out, job)
     # SIGTERM to the batch script only (codist run): it reaches the ranks as SIGUSR1 through srun
-    # (codist.launching.cluster.relay; srun answers SIGTERM itself by SIGKILLing the step). The figure test
+    # (codist.launching.cluster.SrunLauncher.stop; srun answers SIGTERM itself by SIGKILLing the step). The figure test
     # below sends SIGUSR1 to the job's steps (the ranks) instead.
     slurm("scancel", "--batch", "--signal=TERM", job)
     assert wait_job(job) == ("FAILED", "3:0"), log.read_text()[-3000:]

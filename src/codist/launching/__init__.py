@@ -6,7 +6,7 @@
   watchdog, the whole tree waited for, the end mapped to one exit code and said in one line.
 - `launchers`: one class per process tree behind one `Launcher` interface (deepspeed, torchrun,
   the lone rank, fork, warm) and `named`, the one place a launcher's name is read;
-  `cluster`: SLURM's job resources and the srun tree (`SrunLauncher`, srun's signal relay).
+  `cluster`: SLURM's job resources and the srun tree (`SrunLauncher`: stop signals reach srun as SIGUSR1).
 - `fork`: the fork launcher's process (imports once, forks the ranks); `warm_server` and
   `warm_client`: the same from a server that keeps the imports between runs.
 

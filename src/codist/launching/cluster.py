@@ -18,12 +18,10 @@ One rule decides how a run's ranks start under SLURM, and the job's resources fo
 from __future__ import annotations
 
 import signal
-import subprocess
 import sys
 from typing import Mapping
 
 from ..config import ConfigError, RunConfig
-from ..exits import forwarding_stop_signals
 from ..rank_env import job_port
 from .launchers import Launcher, named
 
@@ -87,14 +85,13 @@ def in_allocation(env: Mapping[str, str]) -> bool:
 
 
 def srun_command(cfg: RunConfig, device: str, entry: list[str], port: int | None, job_id: str) -> list[str]:
-    """One srun job step whose tasks are the run's ranks (`python -m codist.train ...` each),
-    started through `relay` (below). The geometry is the one the job asked for (job_resources);
+    """One srun job step whose tasks are the run's ranks (`python -m codist.train ...` each).
+    The geometry is the one the job asked for (job_resources);
     the rendezvous port is the config's launch.master_port or one derived from the job id
     (`port` is ignored: a port free on this host says nothing of the first node)."""
     res = job_resources(cfg, device)
     master_port = cfg.launch.master_port or job_port(job_id)
-    return [sys.executable, "-m", "codist.launching.cluster", "relay", "--",
-            "srun", "--nodes", str(res["nodes"]), "--ntasks", str(cfg.parallel.world_size),
+    return ["srun", "--nodes", str(res["nodes"]), "--ntasks", str(cfg.parallel.world_size),
             "--ntasks-per-node", str(res["tasks_per_node"]), "--cpus-per-task", str(res["cpus_per_task"]),
             # each rank its own GPU (SLURM binds it: CUDA_VISIBLE_DEVICES of one entry, device 0 to the
             # rank, codist.rank_env.gpu_index), near its CPUs where the site's gres.conf says which are
@@ -109,24 +106,13 @@ def srun_command(cfg: RunConfig, device: str, entry: list[str], port: int | None
 
 
 class SrunLauncher(Launcher):
-    """Inside a SLURM job's batch script: one srun, one task per rank, started through `relay`."""
+    """Inside a SLURM job's batch script: one srun, one task per rank."""
 
     def command(self, plan):
         return srun_command(plan.cfg, plan.device, ["codist.train", *plan.train_args], plan.port,
                             plan.env["SLURM_JOB_ID"])
 
-
-def relay(cmd: list[str]) -> int:
-    """Run `cmd` (an srun) and turn SIGTERM, SIGINT or SIGUSR1 sent to this process into one
-    SIGUSR1 to srun, which passes it on to every task: the ranks checkpoint and exit 3. (srun
-    itself answers SIGTERM by killing the step with SIGKILL: no checkpoint.) Returns srun's
-    exit code."""
-    proc = subprocess.Popen(cmd)
-    with forwarding_stop_signals(lambda signum, frame: proc.send_signal(signal.SIGUSR1)):
-        return proc.wait()
-
-
-if __name__ == "__main__":
-    if sys.argv[1:3] != ["relay", "--"] or len(sys.argv) < 4:
-        sys.exit("usage: python -m codist.launching.cluster relay -- srun ...")
-    sys.exit(relay(sys.argv[3:]))
+    def stop(self, proc, plan):
+        """SIGUSR1, which srun passes on to every task (the ranks checkpoint and exit 3); srun
+        answers SIGTERM itself by SIGKILLing the step: no checkpoint."""
+        proc.send_signal(signal.SIGUSR1)

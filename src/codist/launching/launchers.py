@@ -54,7 +54,7 @@ class Launcher:
         return subprocess.Popen(self.command(plan), env=plan.env, start_new_session=True)
 
     def stop(self, proc, plan: LaunchPlan) -> None:
-        """SIGTERM to the tree's root, which passes it on (torchrun, the fork launcher, srun's relay)."""
+        """SIGTERM to the tree's root, which passes it on (torchrun, the fork launcher)."""
         proc.send_signal(signal.SIGTERM)
 
     def exit_code(self, rc: int) -> int:
