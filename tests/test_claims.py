@@ -482,6 +482,20 @@ def test_a_paper_tier_figure_with_its_tables_is_judged(figure_dir, tmp_path):
     assert (row["verdict"], row["tier"]) == ("holds", "paper")        # effects 0.30, 0.29, 0.28
 
 
+def test_the_validation_floor_is_for_accuracy_differences_only(figure_dir, tmp_path):
+    # a's config names 1,000 validation examples, but the claim is on val_loss: no floor (it would need
+    # 2.7745166 x sqrt(0.5 / 1000) / sqrt 3 = 0.0358 > 0.02). Effects 0.30, 0.29, 0.28: bounds 0.2731, 0.3069 lie
+    # outside +/- 0.02
+    manifest = json.loads((figure_dir / "f_runs.json").read_text())
+    manifest["runs"] = [{"series": s, "seed": seed} for s in ("a", "b") for seed in range(3)]
+    manifest["configs"] = {"a": {"workload": {"name": "imagenet", "dataset": "embedded", "val_size": 1000}}}
+    (figure_dir / "f_runs.json").write_text(json.dumps(manifest))
+    claims.read_manifest.cache_clear()
+    spec = tmp_path / "experiments.yaml"
+    spec.write_text(yaml.safe_dump(spec_doc(c_(id="loss", within=0.02))))
+    assert claims.evaluate(spec, figure_dir, "embedded").loc[0, "verdict"] == "does not hold"
+
+
 def test_a_final_difference_of_a_higher_is_better_metric_keeps_its_size(tmp_path):
     figures = tmp_path / "figs"
     figures.mkdir()

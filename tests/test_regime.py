@@ -63,6 +63,12 @@ def test_curve_quantities():
     assert measure(quantity="speedup", target=0.35) == pytest.approx(sum(62.5 / x for x in (43.75, 42.5, 41.25)) / 3)
 
 
+def test_the_metric_defaults_to_the_figures_first_panel():
+    two = {**MANIFEST, "panels": ["val_accuracy", "val_loss"]}
+    assert measure_on(two, curves(), CLAIM, quantity="value") == pytest.approx(0.53)        # s's accuracy, not loss 1.7
+    assert measure_on(two, curves(), CLAIM, quantity="value", metric="val_loss") == pytest.approx(1.7)
+
+
 def test_config_quantities():
     assert measure(quantity="epochs") == pytest.approx(100 * 64 / 1000)
     # EC-DNN, disjoint shards of 1,000: 250 updates of 32 = 8 shard-epochs per round, 4 rounds
