@@ -482,6 +482,37 @@ def test_a_paper_tier_figure_with_its_tables_is_judged(figure_dir, tmp_path):
     assert (row["verdict"], row["tier"]) == ("holds", "paper")        # effects 0.30, 0.29, 0.28
 
 
+def test_the_validation_floor_of_a_claim_without_a_metric_is_its_first_panels(tmp_path):
+    # the claim names no metric; the figure's first panel is val_accuracy: 3 seeds x 1,000 examples need 0.0620401
+    figures = tmp_path / "figs"
+    figures.mkdir()
+    doc = accuracy_figure(figures, {"name": "imagenet", "dataset": "embedded", "val_size": 1000}, "embedded")
+    doc["claims"] = [c_(id="m", within=0.062)]
+    spec = figures / "experiments.yaml"
+    spec.write_text(yaml.safe_dump(doc))
+    assert claims.evaluate(spec, figures, "embedded").loc[0, "verdict"].startswith(
+        "underpowered: margin 0.062 < 0.062, the least that 3 seeds x 1000 validation examples resolve")
+
+
+def test_a_margin_exactly_at_what_the_seeds_resolve_is_not_underpowered(figure_dir, tmp_path):
+    # final val_loss of b 5 and a 4.5, 3.5, 2.5: effects 0.5, 1.5, 2.5 (mean 1.5, sd exactly 1), bounds 1.5 -/+
+    # 2.9199856 / sqrt 3 = -0.1858, 3.1858: inconclusive within w = (t(0.95, 2) + t(0.90, 2)) x 1 / sqrt 3 =
+    # (2.9199856 + 1.8856181) / 1.7320508 = 2.7745166, the least margin 3 seeds resolve: resolvable at it
+    from scipy.stats import t
+    rows = []
+    for seed in range(3):
+        rows += curves_rows("b", seed, "0", [5.0]) + curves_rows("a", seed, "0", [4.5 - seed])
+    pd.DataFrame(rows).to_csv(figure_dir / "f_curves.csv", index=False)
+    claims.read_table.cache_clear()
+    need = (float(t.ppf(0.95, 2)) + float(t.ppf(0.9, 2))) * 1.0 / math.sqrt(3)
+    assert need == pytest.approx(2.7745166, abs=1e-7)
+    spec = tmp_path / "experiments.yaml"
+    spec.write_text(yaml.safe_dump(spec_doc(c_(id="at", within=need), c_(id="below", within=math.nextafter(need, 0)))))
+    df = claims.evaluate(spec, figure_dir, "embedded").set_index("id")
+    assert df.loc["at", "verdict"] == "inconclusive"
+    assert df.loc["below", "verdict"].startswith("underpowered: margin 2.77452 < 2.77, the least that 3 seeds resolve")
+
+
 def test_the_validation_floor_is_for_accuracy_differences_only(figure_dir, tmp_path):
     # a's config names 1,000 validation examples, but the claim is on val_loss: no floor (it would need
     # 2.7745166 x sqrt(0.5 / 1000) / sqrt 3 = 0.0358 > 0.02). Effects 0.30, 0.29, 0.28: bounds 0.2731, 0.3069 lie

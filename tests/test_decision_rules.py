@@ -379,6 +379,20 @@ def test_an_algorithm_without_a_period_has_no_rounds():
     assert regime._period({**IMG, "algorithm": {"name": "model_average", "tau": 50}}) == 50
 
 
+def test_an_unregistered_algorithm_is_one_regime_error():
+    # the registry's KeyError becomes a RegimeError with its message unquoted (a KeyError's str() quotes it)
+    with pytest.raises(regime.RegimeError, match=r"^algorithm 'zz' is not registered \(a plugin's module must be in "
+                                                 r"CODIST_PLUGINS\)$"):
+        regime._period({**IMG, "algorithm": {"name": "zz", "tau": 5}})
+
+
+def test_disjoint_shards_without_a_models_entry_are_one_models_data():
+    # parallel without `models`: one model, so its shard is the whole 1,000 examples (100 x 64 / 1000 = 6.4 epochs)
+    cfg = {**IMG, "algorithm": {"name": "allreduce", "data": "disjoint"}, "parallel": {"world_size": 1}}
+    assert regime.config_quantity(RegimeCheck.model_validate({"check": "c", "source": "s", "min": 0,
+                                                              "quantity": "epochs"}), cfg) == pytest.approx(6.4)
+
+
 def test_a_check_that_cannot_be_measured_names_itself():
     tables = lambda fig: (MANIFEST, regime_curves())   # noqa: E731
     check = {"check": "gate", "source": "s", "min": 0}
