@@ -133,14 +133,14 @@ def test_the_hang_watchdog_kills_every_forked_rank(tmp_path, launcher):
     tree (launcher and ranks, torchrun's each in a session of its own) is killed and the run fails,
     saying so."""
     out = tmp_path / "hung"
-    proc = start(deep_update(LONG, {"train": {"steps": 5000}, "launch": {"hang_timeout_s": 10, "launcher": launcher}}),
+    proc = start(deep_update(LONG, {"train": {"steps": 5000}, "launch": {"hang_timeout_s": 5, "launcher": launcher}}),
                  tmp_path, out)
     wait_for_checkpoint(out, proc, 10)
     pids = [json.loads((out / ".ranks" / f"rank-{r}.json").read_text())["pid"] for r in range(2)]
     os.kill(pids[1], signal.SIGSTOP)
     rc = proc.wait(timeout=120)
     text = proc.stdout.read()
-    assert rc == 1 and "no rank made progress for 10 s" in text, text[-2000:]
+    assert rc == 1 and "no rank made progress for 5 s" in text, text[-2000:]
     deadline = time.time() + 10
     while not all(gone(p) for p in pids) and time.time() < deadline:
         time.sleep(0.1)
