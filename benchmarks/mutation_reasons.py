@@ -35,4 +35,11 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
      'return {tuple(k.split("-", 1)): v for k, v in values.items()}',
      'return {tuple(k.split("-", 2)): v for k, v in values.items()}', "equivalent",
      "pair labels are 'a-b' of two non-negative integer seeds (paper_table.py): no second dash to split at"),
+    ("analysis/claims.py", "NumberReplacer",
+     'text = f"{reached} of {len(r)} seeds reached {r[\'target\'].iloc[0]:.4g}" if len(r) else ""',
+     'text = f"{reached} of {len(r)} seeds reached {r[\'target\'].iloc[ -1]:.4g}" if len(r) else ""', "equivalent",
+     "regime.speedups computes one target level per call and writes it into every seed's row: first row = last row"),
+    ("analysis/claims.py", "NumberReplacer", "return math.nan, 0.0", "return math.nan, -1.0", "equivalent",
+     "the floor sd is used only in margin_needed (with -1: a negative need, below every margin >= 0, so no "
+     "'underpowered') and as max(measured sd >= 0, floor): -1 acts as 0"),
 ]

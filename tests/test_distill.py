@@ -1,4 +1,6 @@
 """The distillation term: zero gradient at agreement, temperature as documented."""
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -62,3 +64,28 @@ def test_mask_averages_over_real_positions_only():
     s2 = s.clone()
     s2[0, 3:] = 100.0
     torch.testing.assert_close(distill_loss(s2, q, 1.0, mask=mask), per_pos)
+
+
+def test_kl_against_a_one_hot_teacher_is_the_students_log_loss():
+    # q = (0, 1, 0): 0 log 0 counts as 0, so KL = -log p_student(1), times T^2; T = 2: logits / 2 = (0, 1, 2)
+    s = torch.tensor([[0.0, 2.0, 4.0]])
+    q = torch.tensor([[0.0, 1.0, 0.0]])
+    p1 = math.exp(1) / (1 + math.exp(1) + math.exp(2))
+    assert float(distill_loss(s, q, 2.0, "kl")) == pytest.approx(-math.log(p1) * 4, rel=1e-6)
+
+
+def test_masked_loss_at_a_temperature_by_hand():
+    s, t, T = torch.randn(2, 3, 5), torch.randn(2, 3, 5), 2.0
+    q = F.softmax(t / T, -1)
+    mask = torch.tensor([[1, 0, 1], [0, 0, 1]])
+    real = mask.bool()
+    expected = F.kl_div(F.log_softmax(s[real] / T, -1), q[real], reduction="batchmean") * T * T   # 3 real positions
+    torch.testing.assert_close(distill_loss(s, q, T, "kl", mask=mask), expected)
+    one = torch.tensor([[0, 0, 0], [0, 1, 0]])                                                   # a single position
+    expected = F.kl_div(F.log_softmax(s[1, 1] / T, -1), q[1, 1], reduction="sum") * T * T
+    torch.testing.assert_close(distill_loss(s, q, T, "kl", mask=one), expected)
+
+
+def test_an_all_padding_batch_has_zero_loss():
+    s, q = torch.randn(2, 3, 5), F.softmax(torch.randn(2, 3, 5), -1)
+    assert float(distill_loss(s, q, 1.0, mask=torch.zeros(2, 3))) == 0.0

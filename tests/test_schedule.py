@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from codist.config import ConfigError, ScheduleConfig, validate
-from codist.optim import build_scheduler, lr_factor, weight_decay_at
+from codist.config import ConfigError, OptimizerConfig, ScheduleConfig, validate
+from codist.optim import build_optimizer, build_scheduler, lr_factor, weight_decay_at
 
 
 def sgd(wd=1e-4):
@@ -89,3 +89,23 @@ def test_warmup_then_steps_at_the_milestones():
 def test_negative_weight_decay_change_is_rejected():
     with pytest.raises(ConfigError, match="weight_decay_changes"):
         validate({"schedule": {"weight_decay_changes": {5: -1.0}}}, source="x.yaml")
+
+
+def test_cosine_reaches_zero_after_the_last_update():
+    # warmup 3 of 4 updates: one cosine update (k = 0, factor 1); after it (k = 1 of a span of 1) the factor is 0
+    cfg = ScheduleConfig(name="cosine", warmup_steps=3)
+    assert [lr_factor(s, cfg, 4) for s in range(5)] == pytest.approx([1 / 3, 2 / 3, 1.0, 1.0, 0.0], abs=1e-15)
+    # all updates in warmup: the scheduler's step after the last update still has a span of 1
+    assert lrs_seen(ScheduleConfig(name="cosine", warmup_steps=4), 4) == pytest.approx([0.025, 0.05, 0.075, 0.1])
+
+
+@pytest.mark.parametrize("name, cls, hyper", [
+    ("sgd", torch.optim.SGD, {"lr": 0.05, "momentum": 0.8, "nesterov": True, "weight_decay": 1e-3}),
+    ("adam", torch.optim.Adam, {"lr": 0.05, "betas": (0.8, 0.99), "weight_decay": 1e-3}),
+    ("adagrad", torch.optim.Adagrad, {"lr": 0.05, "weight_decay": 1e-3}),
+])
+def test_build_optimizer_passes_the_configs_hyperparameters(name, cls, hyper):
+    cfg = OptimizerConfig(name=name, lr=0.05, momentum=0.8, nesterov=True, weight_decay=1e-3, betas=(0.8, 0.99))
+    opt = build_optimizer([torch.nn.Parameter(torch.zeros(2))], cfg)
+    assert type(opt) is cls
+    assert {k: opt.param_groups[0][k] for k in hyper} == hyper
