@@ -130,8 +130,7 @@ def child(rank: int, args, parent: int) -> int:
         from .. import train
         argv = [*args.train_args, f"--local_rank={rank}"]
         sys.argv = [train.__file__, *argv]   # what the manifest records as the rank's command
-        code = train.main(argv)
-        return code if isinstance(code, int) else 0
+        return train.main(argv)
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except BaseException:
@@ -159,11 +158,8 @@ def main(argv=None, imported: bool = False) -> int:
     stopping: list[float] = []              # when the ranks were last told to stop
 
     def signal_alive(sig: int) -> None:
-        for pid in list(alive):
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
+        for pid in alive:   # not reaped yet, so never a reused pid and never ProcessLookupError
+            os.kill(pid, sig)
 
     def forward(signum=None, frame=None):
         stopping[:] = [time.monotonic()]

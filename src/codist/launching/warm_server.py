@@ -319,11 +319,8 @@ class Server:
         self.runs[pid] = conn
 
     def reap(self) -> None:
-        while self.runs:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
+        while self.runs:   # a supervisor not reaped yet: waitpid has a child to wait for
+            pid, status = os.waitpid(-1, os.WNOHANG)
             if pid == 0:
                 return
             conn = self.runs.pop(pid, None)
