@@ -42,4 +42,11 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
     ("analysis/claims.py", "NumberReplacer", "return math.nan, 0.0", "return math.nan, -1.0", "equivalent",
      "the floor sd is used only in margin_needed (with -1: a negative need, below every margin >= 0, so no "
      "'underpowered') and as max(measured sd >= 0, floor): -1 acts as 0"),
+    ("analysis/regime.py", "ReplaceAndWithOr", 'if name == "ctr" and ds == "criteo":',
+     'if name == "ctr" or ds == "criteo":', "equivalent",
+     "reached only when dataset is not 'embedded'; ctr's datasets are embedded and criteo (ctr_config.py) and no "
+     "other workload's Literal has criteo, so here name == 'ctr' exactly when ds == 'criteo'"),
+    ("analysis/regime.py", "NumberReplacer", "raise RegimeError(e.args[0]) from None",
+     "raise RegimeError(e.args[ -1]) from None", "equivalent",
+     "registry.lookup raises KeyError(message) with one argument: args[0] is args[-1]"),
 ]

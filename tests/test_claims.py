@@ -483,15 +483,20 @@ def test_a_paper_tier_figure_with_its_tables_is_judged(figure_dir, tmp_path):
 
 
 def test_the_validation_floor_of_a_claim_without_a_metric_is_its_first_panels(tmp_path):
-    # the claim names no metric; the figure's first panel is val_accuracy: 3 seeds x 1,000 examples need 0.0620401
+    # the claim names no metric; the figure's first panel is val_accuracy (its second val_loss): 3 seeds x 1,000
+    # examples need 0.0620401
     figures = tmp_path / "figs"
     figures.mkdir()
     doc = accuracy_figure(figures, {"name": "imagenet", "dataset": "embedded", "val_size": 1000}, "embedded")
+    manifest = json.loads((figures / "f_runs.json").read_text())
+    (figures / "f_runs.json").write_text(json.dumps({**manifest, "panels": ["val_accuracy", "val_loss"]}))
     doc["claims"] = [c_(id="m", within=0.062)]
     spec = figures / "experiments.yaml"
     spec.write_text(yaml.safe_dump(doc))
-    assert claims.evaluate(spec, figures, "embedded").loc[0, "verdict"].startswith(
-        "underpowered: margin 0.062 < 0.062, the least that 3 seeds x 1000 validation examples resolve")
+    row = claims.evaluate(spec, figures, "embedded").loc[0]
+    assert row["verdict"].startswith("underpowered: margin 0.062 < 0.062, the least that 3 seeds x 1000 validation "
+                                     "examples resolve")
+    assert row["metric"] == "val_accuracy"
 
 
 def test_a_margin_exactly_at_what_the_seeds_resolve_is_not_underpowered(figure_dir, tmp_path):

@@ -386,6 +386,11 @@ def test_an_unregistered_algorithm_is_one_regime_error():
         regime._period({**IMG, "algorithm": {"name": "zz", "tau": 5}})
 
 
+def test_embedded_translation_counts_its_sentence_pairs():
+    # the embedded translation workload's training set is `pairs` (translation_config.py: no train_size)
+    assert regime.data_sizes({"name": "translation", "dataset": "embedded", "pairs": 4000})[0] == 4000
+
+
 def test_disjoint_shards_without_a_models_entry_are_one_models_data():
     # parallel without `models`: one model, so its shard is the whole 1,000 examples (100 x 64 / 1000 = 6.4 epochs)
     cfg = {**IMG, "algorithm": {"name": "allreduce", "data": "disjoint"}, "parallel": {"world_size": 1}}

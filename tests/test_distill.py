@@ -89,3 +89,9 @@ def test_masked_loss_at_a_temperature_by_hand():
 def test_an_all_padding_batch_has_zero_loss():
     s, q = torch.randn(2, 3, 5), F.softmax(torch.randn(2, 3, 5), -1)
     assert float(distill_loss(s, q, 1.0, mask=torch.zeros(2, 3))) == 0.0
+
+
+def test_the_default_temperature_is_one():
+    s, t = torch.randn(6, 4), torch.randn(6, 4)
+    q = F.softmax(t, -1)
+    torch.testing.assert_close(distill_loss(s, q), F.kl_div(F.log_softmax(s, -1), q, reduction="batchmean"))
