@@ -27,6 +27,10 @@ RUN = deep_update(TINY, {
     "train": {"steps": 60, "eval_every": 10, "checkpoint_every": 10},
     "launch": {"launcher": "torchrun"},
 })
+# the runs whose process tree is not under test (the uninterrupted reference, the reruns that resume,
+# a run that fails on a corrupt checkpoint): the session's warm server, without torchrun's three
+# imports of torch per start (a warm run's rows equal a cold start's: test_warm_launcher)
+WARM = deep_update(RUN, {"launch": {"launcher": "warm"}})
 
 
 def start(cfg_path: Path, out: Path) -> subprocess.Popen:
@@ -64,7 +68,7 @@ def assert_same_run(a: Path, b: Path):
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    return launch_run(tmp_path_factory.mktemp("ref") / "run", RUN, base={})
+    return launch_run(tmp_path_factory.mktemp("ref") / "run", WARM, base={})
 
 
 @pytest.fixture
@@ -74,7 +78,14 @@ def cfg_path(tmp_path):
     return path
 
 
-def test_sigkill_of_whole_job_then_rerun_equals_uninterrupted(reference, cfg_path, tmp_path):
+@pytest.fixture
+def warm_path(tmp_path):
+    path = tmp_path / "warm.yaml"
+    path.write_text(yaml.safe_dump(WARM))
+    return path
+
+
+def test_sigkill_of_whole_job_then_rerun_equals_uninterrupted(reference, cfg_path, warm_path, tmp_path):
     out = tmp_path / "killed"
     proc = start(cfg_path, out)
     wait_for_checkpoint(out, proc, 10)
@@ -83,7 +94,7 @@ def test_sigkill_of_whole_job_then_rerun_equals_uninterrupted(reference, cfg_pat
         p.kill()
     proc.wait()
     assert not (out / "summary.json").exists()          # nothing looks complete
-    rerun = start(cfg_path, out)
+    rerun = start(warm_path, out)
     assert rerun.wait(timeout=300) == 0, rerun.stdout.read()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["resumed_from_step"] >= 10
@@ -112,7 +123,7 @@ def test_lm_resume_equals_uninterrupted_with_carried_hidden_state(tmp_path):
     assert_same_run(ref, out)
 
 
-def test_sigterm_checkpoints_and_exits_for_requeue(reference, cfg_path, tmp_path):
+def test_sigterm_checkpoints_and_exits_for_requeue(reference, cfg_path, warm_path, tmp_path):
     out = tmp_path / "preempted"
     proc = start(cfg_path, out)
     wait_for_checkpoint(out, proc, 10)
@@ -122,7 +133,7 @@ def test_sigterm_checkpoints_and_exits_for_requeue(reference, cfg_path, tmp_path
     assert not (out / "summary.json").exists()
     stopped_at = json.loads((out / "checkpoint" / "latest.json").read_text())["step"]
     assert stopped_at > 0
-    rerun = start(cfg_path, out)
+    rerun = start(warm_path, out)
     assert rerun.wait(timeout=300) == 0, rerun.stdout.read()
     assert_same_run(reference, out)
 
@@ -131,7 +142,7 @@ def test_corrupt_or_foreign_checkpoint_is_a_clear_error(reference, tmp_path):
     import shutil
     out = tmp_path / "copy"
     shutil.copytree(reference, out)
-    cfg = config.validate(RUN)
+    cfg = config.validate(WARM)
     step = checkpoint.latest(out, cfg.run_id())
     group_file = out / "checkpoint" / f"step-{step}" / "group-0.pt"
     group_file.write_bytes(group_file.read_bytes()[:100])              # truncated
