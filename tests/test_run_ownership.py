@@ -47,6 +47,19 @@ def wait_for_step(out: Path, proc, world: int, at_least: int, timeout=180) -> li
     raise AssertionError("the ranks made no progress in time")
 
 
+def wait_for_rows(out: Path, proc, world: int, rows: int, timeout=180) -> list[int]:
+    """The ranks' pids once metrics.jsonl holds `rows` rows: an evaluation every few updates is seen
+    within 0.05 s, where wait_for_step waits for a heartbeat (every 2 s)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        reports, path = rank_reports(out), out / "metrics.jsonl"
+        if len(reports) == world and path.exists() and len(path.read_text().splitlines()) >= rows:
+            return [reports[r]["pid"] for r in range(world)]
+        assert proc.poll() is None, f"run ended early: {proc.stdout.read()[-2000:]}"
+        time.sleep(0.05)
+    raise AssertionError(f"no {rows} rows in time")
+
+
 def test_out_that_is_a_file_is_one_line(tmp_path):
     (tmp_path / "taken").write_text("x")
     done = cli(ONE, tmp_path, tmp_path / "taken")
@@ -114,11 +127,7 @@ def test_a_stop_signal_checkpoint_resumes_without_checkpoint_every(tmp_path):
     # updates leave a margin before the end, and a short resume (was 1,000 updates, ~980 resumed)
     cfg = deep_update(LONG, {"train": {"steps": 400, "eval_every": 10, "checkpoint_every": 0}})
     proc = start(cfg, tmp_path, out)
-    deadline = time.time() + 180
-    while not ((out / "metrics.jsonl").exists() and len((out / "metrics.jsonl").read_text().splitlines()) >= 2):
-        assert proc.poll() is None, f"run ended early: {proc.stdout.read()[-2000:]}"
-        assert time.time() < deadline, "no second row in time"
-        time.sleep(0.05)
+    wait_for_rows(out, proc, 1, 2)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=120) == EXIT_PREEMPTED
     stopped = json.loads((out / "checkpoint" / "latest.json").read_text())["step"]
@@ -127,7 +136,8 @@ def test_a_stop_signal_checkpoint_resumes_without_checkpoint_every(tmp_path):
     assert read_summary(out)["resumed_from_step"] == stopped > 0
 
 
-TWO_RANKS = deep_update(LONG, {"parallel": {"world_size": 2}, "train": {"checkpoint_every": 0}})
+# a row every 10 updates: the signal is sent at update 10, seen at once (not at the next heartbeat)
+TWO_RANKS = deep_update(LONG, {"parallel": {"world_size": 2}, "train": {"checkpoint_every": 0, "eval_every": 10}})
 
 
 @pytest.mark.slow
@@ -146,7 +156,7 @@ def test_the_ranks_stop_with_codist_run(tmp_path, launcher, how):
     test_fork_launcher and test_warm_launcher.)"""
     out = tmp_path / "run"
     proc = start(deep_update(TWO_RANKS, {"launch": {"launcher": launcher}}), tmp_path, out)
-    pids = wait_for_step(out, proc, 2, 10)
+    pids = wait_for_rows(out, proc, 2, 1)
     if how == "kill -9":
         proc.kill()
     elif how == "SIGTERM to every process":   # codist run, and every process group under it (the
