@@ -49,4 +49,8 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
     ("analysis/regime.py", "NumberReplacer", "raise RegimeError(e.args[0]) from None",
      "raise RegimeError(e.args[ -1]) from None", "equivalent",
      "registry.lookup raises KeyError(message) with one argument: args[0] is args[-1]"),
+    ("analysis/claims.py", "ReplaceOrWithAnd", "if not v or math.isnan(v):", "if not v and math.isnan(v):",
+     "equivalent", "data_sizes never gives a validation size of 0 (val_size or NaN; DATA_SETS > 0; criteo's held-out "
+     "lines or NaN); for NaN the mutant's floor sd is NaN: margin_needed gives a NaN need (margin < NaN is false) and "
+     "max(sd, NaN) returns sd, as the floor 0 does"),
 ]

@@ -187,6 +187,27 @@ def test_comm_ratio_without_a_threshold_must_exceed_one(figure_dir, tmp_path):
     assert set(df["rule"]) == {"effect > 1"}
 
 
+def test_comm_ratio_at_the_papers_own_period_through_the_verdict(figure_dir, tmp_path):
+    # the measured messages (P = 1000 B) at Sodhani's 16-GPU all-reduce (2 x 15/16 P per update) vs codistillation
+    # reading the other model every 2,500 updates (P / 2500): 2 x 15/16 x 2500 = 4687.5, one exact value
+    pd.DataFrame([{"series": "ar", "seed": 0, "comm_sent_bytes_per_rank_per_update": 1000.0},
+                  {"series": "cd", "seed": 0, "between_group_sent_bytes_per_rank_per_update": 1000.0 / 16}]
+                 ).to_csv(figure_dir / "f.csv", index=False)
+    manifest = json.loads((figure_dir / "f_runs.json").read_text())
+    manifest["configs"] = {
+        "ar": {"algorithm": {"name": "allreduce"}, "parallel": {"world_size": 2, "models": 1}},
+        "cd": {"algorithm": {"name": "codistill", "exchange_every": 16}, "parallel": {"world_size": 2, "models": 2}}}
+    (figure_dir / "f_runs.json").write_text(json.dumps(manifest))
+    claims.read_manifest.cache_clear()
+    identity = {"a": {"algorithm": "codistill", "models": 2, "period": 2500}, "b": {"algorithm": "allreduce", "ranks": 16}}
+    spec = tmp_path / "experiments.yaml"
+    spec.write_text(yaml.safe_dump(spec_doc(c_(id="id", measure="comm_ratio", a="cd", b="ar", identity=identity,
+                                               at_least=4687))))
+    row = claims.evaluate(spec, figure_dir, "embedded").iloc[0]
+    assert (row["n"], row["effect_mean"], row["interval_low"], row["interval_high"]) == (1, 4687.5, 4687.5, 4687.5)
+    assert (row["verdict"], row["per_seed"]) == ("holds", "identity: 4688")
+
+
 def test_comm_ratio_verdict_at_its_threshold(figure_dir, tmp_path):
     spec = tmp_path / "experiments.yaml"
     spec.write_text(yaml.safe_dump(spec_doc(*[c_(id=f"t{i}", measure="comm_ratio", at_least=t)
@@ -465,6 +486,7 @@ def test_a_paper_tier_figure_without_tables_is_not_tested_in_this_tier_below_ful
     assert df.loc["p", "verdict"] == "not tested in this tier: figure 'f' is in the paper tier (make replicate TIER=paper)"
     assert df.loc["why", "verdict"] == "not tested at this scale: needs 64 ranks"
     assert (df.loc["p", "tier"], df.loc["why", "tier"]) == ("", "")
+    assert (df.loc["p", "seeds"], df.loc["why", "seeds"]) == ("", "")
     with pytest.raises(claims.ClaimError, match=r"claim 'p': figure 'f' has no .*f_runs.json at scale 'full'"):
         claims.evaluate(spec, figures, "full")
     doc["figures"]["f"]["tier"] = "default"
@@ -479,7 +501,7 @@ def test_a_paper_tier_figure_with_its_tables_is_judged(figure_dir, tmp_path):
     spec = tmp_path / "experiments.yaml"
     spec.write_text(yaml.safe_dump(doc))
     row = claims.evaluate(spec, figure_dir, "embedded").iloc[0]
-    assert (row["verdict"], row["tier"]) == ("holds", "paper")        # effects 0.30, 0.29, 0.28
+    assert (row["verdict"], row["tier"], row["seeds"]) == ("holds", "paper", "declared")   # effects 0.30, 0.29, 0.28
 
 
 def test_the_validation_floor_of_a_claim_without_a_metric_is_its_first_panels(tmp_path):

@@ -95,3 +95,12 @@ def test_the_default_temperature_is_one():
     s, t = torch.randn(6, 4), torch.randn(6, 4)
     q = F.softmax(t, -1)
     torch.testing.assert_close(distill_loss(s, q), F.kl_div(F.log_softmax(s, -1), q, reduction="batchmean"))
+
+
+def test_sequences_are_softened_and_summed_over_the_vocabulary():
+    # (batch 2, positions 3, vocabulary 4): the last axis is the distribution, not the positions
+    s, t = torch.randn(2, 3, 4), torch.randn(2, 3, 4)
+    q = teacher_probs([t], 2.0)
+    torch.testing.assert_close(q, F.softmax(t / 2.0, -1))
+    expected = -(q * F.log_softmax(s / 2.0, -1)).sum(-1).mean() * 4.0
+    torch.testing.assert_close(distill_loss(s, q, 2.0, "soft_ce"), expected)
