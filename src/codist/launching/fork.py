@@ -169,8 +169,7 @@ def main(argv=None, imported: bool = False) -> int:
     wake_r = sigchld_wakeup()
 
     for rank in range(args.nprocs):
-        sys.stdout.flush()
-        sys.stderr.flush()
+        flush_std()   # what is buffered is written once, not once more by every child
         signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)   # no handler runs half-way through fork
         pid = os.fork()
         if pid == 0:   # the rank: stop signals wait for codist.train's handler (the parent sends them again)

@@ -311,8 +311,7 @@ class Server:
             fork.preload(fork.parse_args(request["argv"]).workload)
         except BaseException:
             traceback.print_exc()   # the run reports its own error
-        sys.stdout.flush()
-        sys.stderr.flush()
+        fork.flush_std()
         pid = os.fork()
         if pid == 0:
             self.supervise(conn, request)
