@@ -62,15 +62,17 @@ def main(argv=None) -> int:
         from .datacheck import main as data_main
         return data_main(argv[1:])
     args = parser().parse_args(argv)
-    options = {"config": args.config, "overrides": args.overrides, "data_root": args.data_root,
-               "out": getattr(args, "out", None), "fresh": getattr(args, "fresh", False)}
-    from .config import ConfigError
+    from .config import ConfigError, check_path_text, load
+    from .data_root import with_data_root
     from .inputs import check_inputs
-    from .launching.launch import check_fits, command_config, resolve_device, run
+    from .launching.launch import check_fits, resolve_device, run
     try:
-        cfg = command_config(options)
+        # the data root made absolute here, so ranks started elsewhere read the same folder
+        cfg = with_data_root(load(args.config, args.overrides), args.data_root)
         if args.command == "run":
-            return run(cfg, options["out"] or f"runs/{cfg.run_id()}", launched_unix, options["fresh"])
+            if args.out:   # written into the manifest and every rank's files
+                check_path_text("--out", args.out)
+            return run(cfg, args.out or f"runs/{cfg.run_id()}", launched_unix, args.fresh)
         check_inputs(cfg)   # `codist check`: a missing data folder fails here, not on every rank after launch
     except ConfigError as e:
         print(f"codist: {e}", file=sys.stderr)

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Mapping
 
-from ..config import ConfigError, RunConfig, check_path_text, dump, load
+from ..config import ConfigError, RunConfig, dump
 from ..cuda_fit import check as check_cuda_fit
 from ..exits import EXIT_FAILED
 from ..inputs import check_inputs
@@ -107,17 +107,6 @@ def launch_env(cfg: RunConfig, device: str, threads: int, launched_unix: float |
     env.update({"CODIST_LAUNCHER": cfg.launch.launcher, "CODIST_LAUNCH_UNIX": repr(launched_unix or time.time())})
     env.update(owner_env(os.getpid()))
     return env
-
-
-def command_config(options: dict) -> RunConfig:
-    """The validated config of `codist run`/`check`'s parsed options (config, overrides,
-    data_root, out), or ConfigError."""
-    from ..data_root import with_data_root
-    # made absolute here, so ranks started elsewhere read the same folder
-    cfg = with_data_root(load(options["config"], options["overrides"]), options.get("data_root"))
-    if options.get("out"):   # written into the manifest and every rank's files
-        check_path_text("--out", options["out"])
-    return cfg
 
 
 def run(cfg: RunConfig, out: str | os.PathLike, launched_unix: float | None = None, fresh: bool = False) -> int:
