@@ -182,7 +182,7 @@ def test_comm_ratio_without_a_threshold_must_exceed_one(figure_dir, tmp_path):
     spec = tmp_path / "experiments.yaml"
     spec.write_text(yaml.safe_dump(spec_doc(*[c_(id=a, measure="comm_ratio", a=a) for a in "acd"])))
     df = claims.evaluate(spec, figure_dir, "embedded").set_index("id")
-    assert list(df["effect_mean"]) == [2.0, 1.0, 0.5]
+    assert list(df["effect_mean"]) == [2.0, 1.0, 0.5] and list(df["effect_sd"]) == [0.0] * 3   # bytes: no noise
     assert list(df["verdict"]) == ["holds", "does not hold", "does not hold"]   # the neutral 1, strictly above
     assert set(df["rule"]) == {"effect > 1"}
 
@@ -487,6 +487,7 @@ def test_a_paper_tier_figure_without_tables_is_not_tested_in_this_tier_below_ful
     assert df.loc["why", "verdict"] == "not tested at this scale: needs 64 ranks"
     assert (df.loc["p", "tier"], df.loc["why", "tier"]) == ("", "")
     assert (df.loc["p", "seeds"], df.loc["why", "seeds"]) == ("", "")
+    assert df.loc["why", "n"] == 0 and math.isnan(df.loc["p", "n"])              # nothing measured
     with pytest.raises(claims.ClaimError, match=r"claim 'p': figure 'f' has no .*f_runs.json at scale 'full'"):
         claims.evaluate(spec, figures, "full")
     doc["figures"]["f"]["tier"] = "default"
@@ -511,6 +512,7 @@ def test_the_validation_floor_of_a_claim_without_a_metric_is_its_first_panels(tm
     figures.mkdir()
     doc = accuracy_figure(figures, {"name": "imagenet", "dataset": "embedded", "val_size": 1000}, "embedded")
     manifest = json.loads((figures / "f_runs.json").read_text())
+    manifest["runs"] += [{"series": "c", "seed": seed} for seed in range(5)]    # another series' seeds: not a's
     (figures / "f_runs.json").write_text(json.dumps({**manifest, "panels": ["val_accuracy", "val_loss"]}))
     doc["claims"] = [c_(id="m", within=0.062)]
     spec = figures / "experiments.yaml"
@@ -519,6 +521,31 @@ def test_the_validation_floor_of_a_claim_without_a_metric_is_its_first_panels(tm
     assert row["verdict"].startswith("underpowered: margin 0.062 < 0.062, the least that 3 seeds x 1000 validation "
                                      "examples resolve")
     assert row["metric"] == "val_accuracy"
+
+
+def test_the_validation_floor_at_its_boundary_and_for_an_interaction(tmp_path):
+    """3 seeds x 1,000 examples: a difference a - b has sd sqrt(2 x 0.25 / 1000) = 0.0223607, TOST needs
+    (t(0.95, 2) + t(0.90, 2)) x 0.0223607 / sqrt 3 = 0.0620401: a margin exactly that is resolvable (the effects
+    0.001, -0.001, 0 then hold), the next float below is not. An interaction (a - b) - (a2 - b2) has 4 terms:
+    sd sqrt(4 x 0.25 / 1000) = 0.0316228, need 2.7745166 x 0.0316228 = 0.0877383."""
+    from scipy.stats import t
+    figures = tmp_path / "figs"
+    figures.mkdir()
+    doc = accuracy_figure(figures, {"name": "imagenet", "dataset": "embedded", "val_size": 1000}, "embedded")
+    need = (float(t.ppf(0.95, 2)) + float(t.ppf(0.9, 2))) * math.sqrt(2 * 0.5 * 0.5 / 1000) / math.sqrt(3)
+    assert need == pytest.approx(0.0620401, abs=1e-7)
+    doc["claims"] = [c_(id="at", metric="val_accuracy", within=need),
+                     c_(id="below", metric="val_accuracy", within=math.nextafter(need, 0)),
+                     c_(id="ia-under", metric="val_accuracy", a2="a", b2="b", within=0.0877),
+                     c_(id="ia-enough", metric="val_accuracy", a2="a", b2="b", within=0.0878)]
+    spec = figures / "experiments.yaml"
+    spec.write_text(yaml.safe_dump(doc))
+    df = claims.evaluate(spec, figures, "embedded").set_index("id")
+    assert df.loc["at", "verdict"] == "holds"
+    assert df.loc["below", "verdict"].startswith("underpowered: margin 0.0620401 < 0.062, the least that 3 seeds")
+    assert df.loc["ia-under", "verdict"] == ("underpowered: margin 0.0877 < 0.0877, the least that 3 seeds x 1000 "
+                                             "validation examples resolve (80% power)")
+    assert df.loc["ia-enough", "verdict"] == "holds"       # (a - b) - (a - b) = 0 on every seed
 
 
 def test_a_margin_exactly_at_what_the_seeds_resolve_is_not_underpowered(figure_dir, tmp_path):
