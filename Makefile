@@ -92,7 +92,8 @@ bench: $(STAMP)
 # Mutation score of the modules that decide published numbers (benchmarks/mutation.py; not in CI:
 # hours on 2 cores). cosmic-ray runs from its own environment, .venv/cosmic-ray, pinned by
 # env/requirements-mutation.txt (a tool, kept out of the lock). MODULES="analysis/stats.py ..."
-# measures only those; SURVIVORS=1 reruns only the last run's survivors (after adding tests).
+# measures only those; SURVIVORS=1 skips what the last run killed: its survivors run again (after adding
+# tests), and the mutants a partial run did not reach.
 .PHONY: mutation
 $(VENV)/cosmic-ray/bin/cosmic-ray: env/requirements-mutation.txt
 	$(PYTHON) -m venv $(VENV)/cosmic-ray
