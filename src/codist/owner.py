@@ -40,11 +40,11 @@ def process_start_unix() -> float:
     return time.time() - (time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK"))
 
 
-def owner_env(pid: int) -> dict[str, str]:
-    """The environment entry that names the run's owner, the `codist run` of pid `pid` (Linux; none
-    elsewhere). A warm server's supervisor runs its client's command and names the client."""
-    ticks = start_ticks(pid)
-    return {ENV: f"{pid}:{ticks}"} if ticks is not None else {}
+def owner_env() -> dict[str, str]:
+    """The environment entry that names this process (`codist run`) as the run's owner (Linux; none
+    elsewhere). A warm run's ranks get it too: it is in the environment the client sends."""
+    ticks = start_ticks()
+    return {ENV: f"{os.getpid()}:{ticks}"} if ticks is not None else {}
 
 
 def owner_gone() -> bool:

@@ -105,7 +105,7 @@ def launch_env(cfg: RunConfig, device: str, threads: int, launched_unix: float |
     launch began, and this process as the ranks' owner (they stop without it: codist.owner)."""
     env = rank_env(os.environ, threads, device)
     env.update({"CODIST_LAUNCHER": cfg.launch.launcher, "CODIST_LAUNCH_UNIX": repr(launched_unix or time.time())})
-    env.update(owner_env(os.getpid()))
+    env.update(owner_env())
     return env
 
 
