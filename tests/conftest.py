@@ -43,6 +43,38 @@ def session_warm_servers(tmp_path_factory):
     stop_servers(folder, signal.SIGKILL)
 
 
+class _InParentEnv:
+    """fn(*args) run with the environment the parent had when it started the ranks (as a spawned
+    child has it; a forkserver's child would otherwise have the forkserver's, from its start)."""
+    def __init__(self, fn, env: dict):
+        self.fn, self.env = fn, env
+
+    def __call__(self, *args):
+        os.environ.clear()
+        os.environ.update(self.env)
+        return self.fn(*args)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def spawned_ranks_skip_the_imports():
+    """torch.multiprocessing.spawn's ranks (the in-process gloo worlds: tests/codistill_ranks.py,
+    test_algorithms, test_bn_sync, ...) fork from one forkserver that imported torch and codist for
+    the session, instead of each starting an interpreter that imports them again (~2-3 CPU s a
+    rank). Each rank is still a process of its own, with its own gloo state, the parent's environment
+    and working directory; only the imports are shared, as the fork and warm launchers share them."""
+    import multiprocessing
+    import torch.multiprocessing as torch_mp
+    multiprocessing.set_forkserver_preload(["torch", "codist.train"])
+
+    def spawn(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn"):
+        if start_method == "spawn":
+            fn, start_method = _InParentEnv(fn, dict(os.environ)), "forkserver"
+        return torch_mp.start_processes(fn, args, nprocs, join, daemon, start_method=start_method)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(torch_mp, "spawn", spawn)
+        yield
+
+
 @pytest.fixture
 def warm_dir(tmp_path, monkeypatch):
     """A private runtime folder for this test's warm servers (launch.launcher: warm); they are
