@@ -1,0 +1,130 @@
+"""Measured wall time of `make replicate` per figure (a tier's cost), from the logs of calls that ran:
+
+    python benchmarks/replicate_time.py --log DRIVER.log [--log ...] --results ROOT --commit SHA
+        [--load LOAD.log] [--tier paper] [--cores 2] [--note TEXT] [--out results/bench]
+
+Each DRIVER.log is what a wrapper wrote around one `make replicate TIER=... TARGETS=...` call: a line
+'== start NAME <iso time> <epoch s> ...', make's echoed snakemake command (its targets: figures, or
+runs/<id>/summary.json), and '== end NAME <iso time> <epoch s> rc=N ...'. The calls of one NAME
+make one row (a figure made in several calls: a stopped call, lanes of run ids side by side, the
+final pass that draws it): wall time from the first start to the last end, with how many calls and
+how many of them ran at once. The runs are the named figures' runs
+(ROOT/embedded/<paper>/<figure>_runs.json) with a summary.json under ROOT; their own elapsed_s are
+summed beside the wall time (oversubscribed ranks on a shared machine: the sum is what the runs
+took one after another, the rest is Snakemake, the analysis and, with lanes, their overlap).
+LOAD.log holds '<epoch s> <1-min load average>' samples (a sampler every 30 s): each row notes the
+load over its call, because the 2-core machine is shared and a timing under load is slower.
+
+Rows are keyed by (figures, tier, commit): a rerun of the same call replaces its row.
+Writes results/bench/replicate_time.csv.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+
+OUT_NAME = "replicate_time.csv"
+KEY = ["figures", "tier", "commit"]
+_MARK = re.compile(r"^== (start|end) (\S+) (\S+) (\d+)(?: rc=(\d+))?")
+_TARGET = re.compile(r"results/embedded/(\w+)/(\w+?)(?:_paper)?\.(?:png|md|csv)\b")
+
+
+def parse_log(path: Path) -> dict:
+    """The call's NAME, start and end (epoch s), rc, and the (paper, figure) pairs its targets name."""
+    marks, figures, command = {}, [], None
+    for line in path.read_text().splitlines():
+        m = _MARK.match(line)
+        if m:
+            marks[m.group(1)] = (int(m.group(4)), m.group(3), m.group(5), m.group(2))
+        elif "snakemake " in line and command is None:   # make's echo of its snakemake command
+            command = line
+            for paper, figure in _TARGET.findall(line):
+                if (paper, figure) not in figures:
+                    figures.append((paper, figure))
+    if "start" not in marks or "end" not in marks:
+        raise SystemExit(f"{path}: no '== start' and '== end' lines (a call that did not finish)")
+    return {"name": marks["start"][3], "start": marks["start"][0], "end": marks["end"][0], "started_utc": marks["start"][1],
+            "rc": int(marks["end"][2]) if marks["end"][2] is not None else None, "figures": figures}
+
+
+def runs_of(root: Path, figures: list[tuple[str, str]]) -> dict[str, float]:
+    """run id -> elapsed_s of every finished run of the figures (shared runs counted once)."""
+    out = {}
+    for paper, figure in figures:
+        manifest = root / "embedded" / paper / f"{figure}_runs.json"
+        if not manifest.exists():
+            continue
+        for r in json.loads(manifest.read_text())["runs"]:
+            summary = root / "embedded" / "runs" / r["run_id"] / "summary.json"
+            if summary.exists():
+                out[r["run_id"]] = float(json.loads(summary.read_text())["elapsed_s"])
+    return out
+
+
+def load_over(path: Path | None, start: int, end: int) -> tuple[float | None, float | None]:
+    """Mean and max of the load samples taken within [start, end]."""
+    if path is None:
+        return None, None
+    vals = [float(v) for t, v in (line.split() for line in path.read_text().splitlines() if line.strip())
+            if start <= int(t) <= end]
+    return (round(sum(vals) / len(vals), 1), max(vals)) if vals else (None, None)
+
+
+def row(logs: list[Path], root: Path, load: Path | None, tier: str, cores: int, commit: str, extra: str = "") -> dict:
+    """One row for the calls of one NAME (see the module docstring)."""
+    calls = [parse_log(log) for log in logs]
+    figures = [pf for c in calls for pf in c["figures"]]
+    figures = [pf for i, pf in enumerate(figures) if pf not in figures[:i]]
+    if not figures:
+        raise SystemExit(f"{', '.join(map(str, logs))}: no snakemake command naming a figure's targets")
+    start, end = min(c["start"] for c in calls), max(c["end"] for c in calls)
+    at_once = max(sum(c["start"] <= t < c["end"] for c in calls) for t in (c["start"] for c in calls))
+    runs = runs_of(root, figures)
+    mean, peak = load_over(load, start, end)
+    note = (f"shared {cores}-core machine (other sessions' tests and runs beside it), nice 10; {len(calls)} "
+            f"call(s), up to {at_once} at once; "
+            + (f"1-min load mean {mean} (max {peak}) over the calls" if mean is not None else "load not sampled")
+            + (f"; {extra}" if extra else ""))
+    first = min(calls, key=lambda c: c["start"])
+    return {"figures": " + ".join(f"{p}/{f}" for p, f in figures), "tier": tier, "runs": len(runs),
+            "wall_s": end - start, "runs_elapsed_s": round(sum(runs.values()), 1), "cores": cores,
+            "load_mean": mean, "load_max": peak, "load_note": note, "rc": max(calls, key=lambda c: c["end"])["rc"],
+            "commit": commit, "date": dt.datetime.fromtimestamp(start, dt.timezone.utc).date().isoformat(),
+            "started_utc": first["started_utc"]}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--log", type=Path, action="append", required=True, help="a driver log (repeatable)")
+    p.add_argument("--results", type=Path, required=True, help="the results root the call wrote (its runs' summaries)")
+    p.add_argument("--commit", required=True, help="the commit whose clean export ran the call")
+    p.add_argument("--load", type=Path, default=None, help="'<epoch s> <load>' samples")
+    p.add_argument("--tier", default="paper")
+    p.add_argument("--cores", type=int, default=2)
+    p.add_argument("--note", default="", help="what else ran beside these calls (appended to load_note)")
+    p.add_argument("--out", type=Path, default=Path("results/bench"))
+    args = p.parse_args(argv)
+    groups: dict[str, list[Path]] = {}
+    for log in args.log:
+        groups.setdefault(parse_log(log)["name"], []).append(log)
+    new = pd.DataFrame([row(logs, args.results, args.load, args.tier, args.cores, args.commit, args.note) for logs in groups.values()])
+    path = args.out / OUT_NAME
+    if path.exists():
+        old = pd.read_csv(path, dtype={"commit": str})
+        keep = ~old.set_index(KEY).index.isin(new.set_index(KEY).index)
+        new = pd.concat([old[keep], new], ignore_index=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".csv.tmp")
+    new.to_csv(tmp, index=False)
+    tmp.replace(path)
+    print(new.to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
