@@ -53,8 +53,4 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
      "equivalent", "data_sizes never gives a validation size of 0 (val_size or NaN; DATA_SETS > 0; criteo's held-out "
      "lines or NaN); for NaN the mutant's floor sd is NaN: margin_needed gives a NaN need (margin < NaN is false) and "
      "max(sd, NaN) returns sd, as the floor 0 does"),
-    ("analysis/claims.py", "ExceptionReplacer", "except regime.RegimeError as e:",
-     "except regimeCosmicRayTestingExceptionRegimeError as e:", "equivalent",
-     "judge's only caller, evaluate, wraps any ValueError (RegimeError is one) as ClaimError(f'{where}: {e}'), "
-     "exactly as it wraps the ClaimError(str(e)) judge makes of it: the same error, the same message"),
 ]

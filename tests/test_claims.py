@@ -295,6 +295,14 @@ def test_a_failed_regime_check_gives_no_verdict(figure_dir, tmp_path):
     assert "- **b has plateaued** (toy c1, toy c2). Source: Fig. 9: 'b stops improving'" in md
 
 
+def test_a_regime_check_that_cannot_be_measured_is_a_claim_error(figure_dir, tmp_path):
+    gate = {"check": "gate", "source": "s", "quantity": "value", "metric": "bleu", "min": 0}
+    spec = tmp_path / "experiments.yaml"
+    spec.write_text(yaml.safe_dump(spec_doc(c_(regime=[gate]))))
+    with pytest.raises(claims.ClaimError, match=r"experiments.yaml: claim 'c1': regime check 'gate': metric 'bleu'"):
+        claims.evaluate(spec, figure_dir, "embedded")
+
+
 def test_a_regime_check_without_a_source_fails_the_plan(tmp_path):
     sys.path.insert(0, str(ROOT / "workflows"))
     from experiments import ExperimentsError, load_plan
