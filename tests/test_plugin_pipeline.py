@@ -22,13 +22,21 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
-ENV = {**os.environ, "CODIST_PLUGINS": "toy_algorithm,toy_workload",
-       "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))}
+
+
+def plugin_env() -> dict:
+    """The environment with the plugins named, read when a test runs: the session's warm-server
+    folder and generated-data cache (tests/conftest.py) are set by then, not at import."""
+    return {**os.environ, "CODIST_PLUGINS": "toy_algorithm,toy_workload",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")]))}
+
 
 STEPS, BATCH, SEEDS = 10, 8, [0, 1, 2]
 BASE = {"workload": {"name": "toy_blobs"}, "optimizer": {"lr": 0.1},
         "train": {"steps": STEPS, "batch_per_rank": BATCH, "eval_every": 5},
-        "launch": {"device": "cpu", "launcher": "fork", "threads_per_rank": 1}}
+        # warm: the six runs fork from one server that imported the plugins once (was fork: torch and
+        # DeepSpeed imported by every run's launcher)
+        "launch": {"device": "cpu", "launcher": "warm", "threads_per_rank": 1}}
 SERIES = {"broadcast": {"algorithm": {"name": "toy_broadcast", "every": 5}, "parallel.models": 2,
                         "parallel.world_size": 2},
           "alone": {}}
@@ -52,7 +60,7 @@ def test_plugins_go_through_plan_run_claims_and_budget(tmp_path):
     reps = toy_replications(tmp_path / "reps")
     proc = subprocess.run([str(SNAKEMAKE), "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path), "-c2",
                            "--config", f"replications={reps}", "--", "results/embedded/toy/claims.csv"],
-                          capture_output=True, text=True, timeout=900, env=ENV)
+                          capture_output=True, text=True, timeout=900, env=plugin_env())
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
 
     # the runs: each series' summaries (plugin algorithm and workload as named, the metric logged)
@@ -77,7 +85,7 @@ def test_plugins_go_through_plan_run_claims_and_budget(tmp_path):
     # 3 one-rank and 3 two-rank runs: 3 x 1.111 + 3 x 2 x 1.111 = 10 GPU-hours fp32, 5 bf16
     out = tmp_path / "budget.csv"
     proc = subprocess.run([sys.executable, "-m", "codist.budget", "--replications", str(reps), "--csv", str(out),
-                           "--measured", str(tmp_path / "none.csv")], capture_output=True, text=True, env=ENV,
+                           "--measured", str(tmp_path / "none.csv")], capture_output=True, text=True, env=plugin_env(),
                           timeout=300)
     assert proc.returncode == 0, proc.stderr
     rows = {(r["paper"], r["figure"]): r for r in csv.DictReader(out.open())}
