@@ -149,6 +149,13 @@ def test_speedup_counts_interpolated_steps_to_a_fixed_target(figure_dir):
     assert per_seed(figure_dir, measure="speedup", target=2.25)[0] == pytest.approx(25 / (10 + 10 * 0.55 / 1.0))
 
 
+def test_a_one_seed_speedup_reports_its_target(figure_dir):
+    curves = pd.read_csv(figure_dir / "f_curves.csv")
+    curves[curves["seed"] == 0].to_csv(figure_dir / "f_curves.csv", index=False)
+    iv, per, reached = effects(figure_dir, measure="speedup")
+    assert (reached, list(per), iv.n) == ("1 of 1 seeds reached 1.8", [2.0], 1)     # b's best 1.8: 40 / 20 steps
+
+
 def test_a_censored_speedup_is_reported_not_averaged_as_zero(figure_dir):
     iv, per, reached = effects(figure_dir, measure="speedup", a="a2")        # a2 never reaches 1.8
     assert reached.startswith("0 of 3 seeds reached")
@@ -205,6 +212,7 @@ def test_comm_ratio_at_the_papers_own_period_through_the_verdict(figure_dir, tmp
                                                at_least=4687))))
     row = claims.evaluate(spec, figure_dir, "embedded").iloc[0]
     assert (row["n"], row["effect_mean"], row["interval_low"], row["interval_high"]) == (1, 4687.5, 4687.5, 4687.5)
+    assert row["effect_sd"] == 0.0                                                  # exact: no spread
     assert (row["verdict"], row["per_seed"]) == ("holds", "identity: 4688")
 
 
