@@ -583,6 +583,17 @@ def test_a_margin_exactly_at_what_the_seeds_resolve_is_not_underpowered(figure_d
     assert df.loc["below", "verdict"].startswith("underpowered: margin 2.77452 < 2.77, the least that 3 seeds resolve")
 
 
+def test_no_validation_size_no_floor(tmp_path):
+    # a's config names no val_size: no floor, so within 0.01 is judged (effects 0.001, -0.001, 0: bounds +/- 0.0016858)
+    figures = tmp_path / "figs"
+    figures.mkdir()
+    doc = accuracy_figure(figures, {"name": "imagenet", "dataset": "embedded"}, "embedded")
+    doc["claims"] = [c_(id="m", metric="val_accuracy", within=0.01)]
+    spec = figures / "experiments.yaml"
+    spec.write_text(yaml.safe_dump(doc))
+    assert claims.evaluate(spec, figures, "embedded").loc[0, "verdict"] == "holds"
+
+
 def test_the_validation_floor_is_for_accuracy_differences_only(figure_dir, tmp_path):
     # a's config names 1,000 validation examples, but the claim is on val_loss: no floor (it would need
     # 2.7745166 x sqrt(0.5 / 1000) / sqrt 3 = 0.0358 > 0.02). Effects 0.30, 0.29, 0.28: bounds 0.2731, 0.3069 lie
