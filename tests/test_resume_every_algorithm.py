@@ -9,7 +9,6 @@ memories, post-local SGD's counters, codistillation's teachers) is used after th
 workload's only dropout is fairseq's (translation); its random numbers come from the same
 generator as the augmentation's.
 """
-import contextlib
 import shutil
 
 import pytest
@@ -94,63 +93,3 @@ def test_a_run_resumed_from_update_5_equals_the_uninterrupted_run(name, uninterr
     assert traffic(resumed) == traffic(ref)
 
 
-def _powersgd_over_buckets(rank, port, out):
-    """torch's PowerSGD hook on a DDP of several buckets (one gloo rank: gloo's worker threads may
-    order two ranks' chained all-reduces of several buckets differently), 6 updates straight, or 3,
-    then a new DDP (with the saved layout, or without) with the PowerSGD state carried over, then 3."""
-    import copy
-
-    import torch.distributed as dist
-    from torch import nn
-    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    from codist.algorithms.ddp_baselines import bucket_layout, rebuilt_buckets
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=1)
-    torch.set_num_threads(1)
-
-    def ddp_of(model, buckets=None, state=None):
-        with bucket_layout(buckets) if buckets else contextlib.nullcontext():
-            ddp = DDP(model, bucket_cap_mb=0.004, init_sync=False)   # a second bucket: conv's 2 tensors
-        state = state or psgd.PowerSGDState(process_group=None, matrix_approximation_rank=1, start_powerSGD_iter=2)
-        ddp.register_comm_hook(state, psgd.powerSGD_hook)
-        return ddp, state
-
-    def train(ddp, opt, updates):
-        for i in updates:
-            opt.zero_grad()
-            ddp(torch.randn(4, 3, 8, 8, generator=torch.Generator().manual_seed(i))).pow(2).sum().backward()
-            opt.step()
-
-    result = {}
-    for mode in ("straight", "saved layout", "new layout"):
-        torch.manual_seed(0)
-        model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Flatten(), nn.Linear(288, 64), nn.Linear(64, 5))
-        opt = torch.optim.SGD(model.parameters(), lr=0.01)
-        ddp, state = ddp_of(model)
-        train(ddp, opt, range(6 if mode == "straight" else 3))
-        if mode != "straight":
-            buckets = rebuilt_buckets(ddp)
-            result["buckets"] = buckets
-            ddp.reducer._remove_autograd_hooks()
-            ddp, _ = ddp_of(model, buckets if mode == "saved layout" else None, copy.deepcopy(state))
-            try:
-                train(ddp, opt, range(3, 6))
-            except RuntimeError as e:   # the memories' sizes are those of the saved layout's buckets
-                result[mode] = str(e)
-                continue
-        result[mode] = [p.detach().clone() for p in model.parameters()]
-    torch.save(result, out)
-    dist.destroy_process_group()
-
-
-def test_a_ddp_built_with_the_saved_bucket_layout_continues_powersgd_exactly(tmp_path):
-    import torch.multiprocessing as mp
-
-    from codist.launching import launch
-    mp.spawn(_powersgd_over_buckets, args=(launch.free_port(), tmp_path / "out.pt"), nprocs=1)
-    result = torch.load(tmp_path / "out.pt", weights_only=True)
-    assert result["buckets"] == [[5, 4, 3, 2], [0, 1]]   # gradient-ready order, conv's weight and bias apart
-    assert not isinstance(result["saved layout"], str), result["saved layout"]
-    assert all(torch.equal(a, b) for a, b in zip(result["straight"], result["saved layout"]))
-    assert "must match the size" in result["new layout"]   # as a restart without the layout did

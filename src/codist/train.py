@@ -199,8 +199,15 @@ def main(argv=None) -> int:
         if code is None:
             finish(run)
     except (RunGone, WriteError) as e:
-        return stopped(run, e)
+        return stopped(run, directory_lost(run, e))
     return code or 0
+
+
+def directory_lost(run: Run, e: RunGone | WriteError) -> RunGone | WriteError:
+    """A write that failed because the run directory was moved away between the guard's check and
+    the write (its folders vanished: ENOENT) is the directory's loss, said as such, not a disk error."""
+    why = run.guard.problem() if isinstance(e, WriteError) and run.guard is not None else None
+    return RunGone(f"{why}; a write failed ({e}), nothing more written", directory=True) if why else e
 
 
 def stopped(run: Run, e: RunGone | WriteError) -> int:
