@@ -204,8 +204,9 @@ def main(argv=None) -> int:
 
 
 def directory_lost(run: Run, e: RunGone | WriteError) -> RunGone | WriteError:
-    """A write that failed because the run directory was moved away between the guard's check and
-    the write (its folders vanished: ENOENT) is the directory's loss, said as such, not a disk error."""
+    """A failed write (WriteError) while the guard finds the run directory moved or replaced (it can
+    happen between the guard's check and the write: the folders vanish, ENOENT) is the directory's
+    loss, said as such, not a disk error."""
     why = run.guard.problem() if isinstance(e, WriteError) and run.guard is not None else None
     return RunGone(f"{why}; a write failed ({e}), nothing more written", directory=True) if why else e
 
