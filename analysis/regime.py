@@ -145,7 +145,7 @@ def _batch_per_model(cfg: dict) -> int:
 
 def lr_wd_sum(cfg: dict) -> float:
     from codist.config import validate
-    from codist.optim import lr_factor, weight_decay_at
+    from codist.rank.optim import lr_factor, weight_decay_at
     c = validate(cfg, source="regime lr_wd_sum")
     steps = c.train.steps
     changes = {int(k): float(v) for k, v in c.schedule.weight_decay_changes.items()}

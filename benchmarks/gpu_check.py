@@ -149,7 +149,7 @@ def bench(spec: Spec, precision: str, steps: int, warmup: int, device: str, tabl
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from codist.optim import build_optimizer
+    from codist.rank.optim import build_optimizer
 
     cfg, batch = spec.cfg, batch or spec.batch
     workload = data_free(cfg, table)

@@ -1,4 +1,4 @@
-"""Harness overhead per update, in one process: codist's own training loop (`codist.train`'s
+"""Harness overhead per update, in one process: codist's own training loop (`codist.rank.train`'s
 `train_loop`, on a run set up by `train.set_up` as a rank does, one-rank gloo world) against a
 plain PyTorch loop on the same data, model, batch, optimizer and schedule, alternating in blocks.
 
@@ -59,9 +59,10 @@ def main() -> None:
                       OMP_NUM_THREADS="1", CODIST_THREADS_PER_RANK="1", DS_ACCELERATOR="cpu", CUDA_VISIBLE_DEVICES="")
     import torch
 
-    from codist import config, train
-    from codist.data import BatchStream
-    from codist.optim import build_optimizer, build_scheduler
+    from codist import config
+    from codist.rank import train
+    from codist.rank.data import BatchStream
+    from codist.rank.optim import build_optimizer, build_scheduler
 
     steps = args.block * args.blocks
     raw = benchlib.merge(benchlib.preset("cifar"), {"name": "loop-overhead", "train": {

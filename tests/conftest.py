@@ -64,7 +64,7 @@ def spawned_ranks_skip_the_imports():
     and working directory; only the imports are shared, as the fork and warm launchers share them."""
     import multiprocessing
     import torch.multiprocessing as torch_mp
-    multiprocessing.set_forkserver_preload(["torch", "codist.train"])
+    multiprocessing.set_forkserver_preload(["torch", "codist.rank.train"])
 
     def spawn(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn"):
         if start_method == "spawn":

@@ -1,4 +1,4 @@
-"""One rank of codist.train with DeepSpeed's own comms logger on (tests/test_comm.py): after
+"""One rank of codist.rank.train with DeepSpeed's own comms logger on (tests/test_comm.py): after
 the run, what the logger saw goes to OUT/ds_comms-rank<r>.json as {op: {bytes per call: calls}}.
 
     python -m torch.distributed.run --nproc_per_node 2 tests/ds_comms_logger_rank.py --config C --out OUT
@@ -9,7 +9,7 @@ import sys
 
 import deepspeed.comm.comm as ds_comm
 
-from codist import train
+from codist.rank import train
 
 ds_comm.configure(enabled=True, prof_all=True, verbose=False)
 rc = train.main(sys.argv[1:])

@@ -1,6 +1,6 @@
 """aggregate.py and plot_curves.py on fake run directories in the real file formats.
 
-The fake runs are written the way codist.train writes them (metrics.jsonl rows, summary.json
+The fake runs are written the way codist.rank.train writes them (metrics.jsonl rows, summary.json
 with final/best per model and the comm section), so the checks are that every number in
 the tables is read from those files, not recomputed or invented.
 """

@@ -159,9 +159,9 @@ def test_a_png_decompression_bomb_is_reported_with_its_path(tmp_path):
 def test_nan_in_the_validation_data_fails_the_run(tmp_path):
     """The probe ended with exit 0 and "val_loss": NaN in summary.json. One rank, as the launcher
     starts it, with the embedded task's validation images holding one NaN (training data clean)."""
-    from codist.train import EXIT_DIVERGED
+    from codist.rank.train import EXIT_DIVERGED
     env = one_rank_env(tmp_path, {"train": {"steps": 4, "eval_every": 2}})
-    code = ("import sys, torch; from torch.utils.data import TensorDataset; from codist import train; "
+    code = ("import sys, torch; from torch.utils.data import TensorDataset; from codist.rank import train; "
             "from codist.workloads import cifar; clean = cifar.CifarWorkload.val_dataset\n"
             "def poisoned(self):\n"
             "    x, y = clean(self).tensors; x = x.clone().float(); x[0].view(-1)[0] = float('nan')\n"

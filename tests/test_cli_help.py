@@ -9,7 +9,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
-from codist import train
+from codist.rank import train
 from codist import exits
 from codist.launching.launchers import Launcher
 from codist.cli import EXIT_CODES

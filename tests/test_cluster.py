@@ -161,7 +161,7 @@ def test_hostnames_without_a_configured_scontrol_falls_back(monkeypatch):
 # ---------------------------------------------------------------- the ranks' srun line and environment
 
 def test_srun_line_for_two_and_sixteen_nodes(tmp_path):
-    entry = ["codist.train", "--config", "C", "--out", "O"]
+    entry = ["codist.rank.train", "--config", "C", "--out", "O"]
     for world, nodes in ((16, 2), (128, 16)):
         cmd = srun_command(gpu_cfg(world), "cuda", entry, 1234, "4711")
         assert cmd == ["srun", "--nodes", str(nodes), "--ntasks", str(world), "--ntasks-per-node", "8",
@@ -176,7 +176,7 @@ def test_build_command_uses_srun_only_in_a_batch_script(tmp_path):
     batch = {"SLURM_JOB_ID": "77"}   # what the plugin's job step leaves codist run
     cmd = build_command(cfg, tmp_path / "c.yaml", tmp_path, 1, env=batch)
     assert cmd[:5] == ["srun", "--nodes", "2", "--ntasks", "16"]
-    assert cmd[-5:] == ["codist.train", "--config", str(tmp_path / "c.yaml"), "--out", str(tmp_path)]
+    assert cmd[-5:] == ["codist.rank.train", "--config", str(tmp_path / "c.yaml"), "--out", str(tmp_path)]
     # inside a job step (an srun task): never a nested srun
     step = {"SLURM_JOB_ID": "77", "SLURM_STEP_ID": "0"}
     cpu = config.validate({"parallel": {"world_size": 2}, "launch": {"device": "cpu"}})

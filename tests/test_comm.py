@@ -7,7 +7,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from codist.comm import CATEGORIES, CommMeter, ring_all_reduce_bytes, summarize
+from codist.rank.comm import CATEGORIES, CommMeter, ring_all_reduce_bytes, summarize
 
 
 def test_ring_all_reduce_closed_form():
@@ -59,7 +59,7 @@ def test_meter_counts_real_collectives_by_formula_and_tier():
     world = 4
     with mp.Manager() as manager:
         out = manager.dict()
-        # forked, not spawned: the ranks need only what this process has imported (torch, codist.comm),
+        # forked, not spawned: the ranks need only what this process has imported (torch, codist.rank.comm),
         # and spawning 4 interpreters cost ~3 s of CPU each for those imports; they touch only tiny
         # tensors and gloo, never an OpenMP region
         mp.start_processes(_worker, args=(world, _free_port(), out), nprocs=world, start_method="fork")
@@ -86,7 +86,7 @@ def test_meter_counts_real_collectives_by_formula_and_tier():
 
 @pytest.mark.slow
 def test_meter_agrees_with_deepspeeds_comms_logger_on_a_two_rank_run(tmp_path, write_config):
-    """A real 2-rank all-reduce run (torchrun, codist.train) with DeepSpeed's own comms logger on
+    """A real 2-rank all-reduce run (torchrun, codist.rank.train) with DeepSpeed's own comms logger on
     (tests/ds_comms_logger_rank.py): every collective DeepSpeed's engine issued, the meter counted,
     with the same payloads; and no process group ran a collective the meter did not see."""
     import json
@@ -96,7 +96,7 @@ def test_meter_agrees_with_deepspeeds_comms_logger_on_a_two_rank_run(tmp_path, w
 
     from codist import config
     from codist.launching import launch
-    from codist.rundir import RunDir
+    from codist.launching.rundir import RunDir
     path = write_config({"parallel": {"world_size": 2}})
     out = tmp_path / "run"
     env = launch.launch_env(config.load(path), "cpu", threads=1)   # the launcher's: its ninja, DS_ACCELERATOR
@@ -127,7 +127,7 @@ def test_meter_agrees_with_deepspeeds_comms_logger_on_a_two_rank_run(tmp_path, w
 
 UNSEEN = """
 import os, torch, torch.distributed as dist
-from codist.comm import CommMeter, install_hooks, summarize
+from codist.rank.comm import CommMeter, install_hooks, summarize
 os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="{port}")
 install_hooks()
 dist.init_process_group("gloo", rank=0, world_size=1)
@@ -141,7 +141,7 @@ print("unseen", meter.unseen_calls(), summarize(meter.as_tensor(), 1, 1)["unseen
 
 CACHED_FIRST = """
 import os, datetime, deepspeed
-from codist.comm import CommMeter
+from codist.rank.comm import CommMeter
 os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="{port}", RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
 deepspeed.init_distributed(dist_backend="gloo", auto_mpi_discovery=False)   # before the hooks
 CommMeter(0, model_of=[0]).install_hooks()

@@ -1,4 +1,4 @@
-"""The check before launch (codist.cuda_fit) on given driver, GPU and wheel versions, and the two
+"""The check before launch (codist.launching.cuda_fit) on given driver, GPU and wheel versions, and the two
 install routes of env/install.sh (the lock's CUDA 13 torch, or CUDA=12) run for real with a stand-in
 Python that records its pip calls (nothing is downloaded)."""
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from codist import cuda_fit
+from codist.launching import cuda_fit
 from codist.config import ConfigError
-from codist.cuda_fit import misfit
+from codist.launching.cuda_fit import misfit
 
 ROOT = Path(__file__).resolve().parents[1]
 CU13_ARCHS = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]   # torch 2.14.1+cu130's list

@@ -17,7 +17,7 @@ import yaml
 from codist import cli, config, datacheck
 from codist.config import ConfigError
 from codist.data_root import ENV, with_data_root, workload_with_data
-from codist.inputs import check_inputs
+from codist.launching.inputs import check_inputs
 from conftest import TINY, deep_update
 from test_cifar_workload import write_cifar10
 

@@ -10,14 +10,14 @@ import sys
 import pytest
 import yaml
 
-from codist.train import EXIT_DIVERGED
+from codist.rank.train import EXIT_DIVERGED
 from conftest import TINY, deep_update, one_rank_env
 
 
 def _train_one_rank(run, extra: dict) -> subprocess.CompletedProcess:
-    """codist.train as the launcher starts it, on one rank (env:// rendezvous on a free port)."""
+    """codist.rank.train as the launcher starts it, on one rank (env:// rendezvous on a free port)."""
     env = one_rank_env(run, extra)
-    return subprocess.run([sys.executable, "-m", "codist.train", "--config", str(run / "config.yaml"),
+    return subprocess.run([sys.executable, "-m", "codist.rank.train", "--config", str(run / "config.yaml"),
                            "--out", str(run)], env=env, capture_output=True, text=True, timeout=300)
 
 

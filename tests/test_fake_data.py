@@ -73,7 +73,7 @@ def test_data_check_accepts_each_data_set(plan, fake_root, tmp_path, capsys):
 
 
 def test_codist_check_accepts_each_full_scale_preset(fake_root, capsys):
-    """`codist check PRESET --data-root FAKE` (its input checks: codist.inputs) for every preset."""
+    """`codist check PRESET --data-root FAKE` (its input checks: codist.launching.inputs) for every preset."""
     from codist import cli
     for preset in sorted((ROOT / "replications" / "presets").glob("*.yaml")):
         assert cli.main(["check", str(preset), "--data-root", str(fake_root)]) == 0, capsys.readouterr().err

@@ -13,7 +13,8 @@ import torch
 import yaml
 from conftest import TINY, deep_update, launch_run, read_rows
 
-from codist import checkpoint, config
+from codist.rank import checkpoint
+from codist import config
 from codist.exits import EXIT_PREEMPTED
 from codist.launching import launch
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from codist import config
-from codist.cuda_defaults import backend_settings, configure_backends
-from codist.engine import deepspeed_config
+from codist.rank.cuda_defaults import backend_settings, configure_backends
+from codist.rank.engine import deepspeed_config
 from conftest import TINY, deep_update, launch_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,7 +102,7 @@ def test_a_rank_given_one_gpu_uses_device_0_else_its_local_rank():
 
 def test_the_srun_line_binds_one_gpu_per_gpu_rank_only():
     from codist.launching.cluster import srun_command
-    entry = ["codist.train", "--config", "C", "--out", "O"]
+    entry = ["codist.rank.train", "--config", "C", "--out", "O"]
     gpu = config.validate({"parallel": {"world_size": 16}, "launch": {"device": "cuda"}})
     cpu = config.validate({"parallel": {"world_size": 2}, "launch": {"device": "cpu", "launcher": "torchrun"}})
     assert "--gpus-per-task=1" in srun_command(gpu, "cuda", entry, 1, "7")
@@ -114,8 +114,8 @@ def test_the_engine_is_told_the_models_gpu_not_local_rank(monkeypatch):
     gives it the GPU the model is on (the rank's device), and nothing on CPU."""
     import deepspeed
 
-    from codist import engine
-    from codist.distributed import Topology
+    from codist.rank import engine
+    from codist.rank.distributed import Topology
     seen = []
     monkeypatch.setattr(deepspeed, "initialize", lambda **kw: seen.append(kw["args"]) or (object(), None, None, None))
     monkeypatch.setattr(engine, "build_optimizer", lambda params, cfg: None)

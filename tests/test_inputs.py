@@ -14,7 +14,7 @@ import yaml
 
 from codist import cli, config
 from codist.config import ConfigError
-from codist.inputs import check_inputs
+from codist.launching.inputs import check_inputs
 from codist.workloads.cifar import read_cifar
 from codist.workloads.lm_data import read_paragraphs
 from test_cifar_workload import _dump, write_cifar10, write_cifar100
@@ -256,7 +256,7 @@ def test_unreadable_data_dir_is_named(tmp_path):
     import sys
     write_cifar10(tmp_path)
     (tmp_path / "cifar-10-batches-py" / "test_batch").chmod(0)
-    code = ("from codist import config; from codist.config import ConfigError; from codist.inputs import check_inputs\n"
+    code = ("from codist import config; from codist.config import ConfigError; from codist.launching.inputs import check_inputs\n"
             f"cfg = config.validate({{'workload': {{'name': 'cifar', 'dataset': 'cifar10', 'data_dir': {str(tmp_path)!r}}}}})\n"
             "try:\n    check_inputs(cfg)\nexcept ConfigError as e:\n    print(e)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,

@@ -23,22 +23,18 @@ RULES = (   # (module pattern, layer), first match wins
     # entry: the command a user runs
     ("codist.__main__", "entry"), ("codist.cli", "entry"),
     # process side: check, start, supervise and own a run's processes and directory; the data commands
-    ("codist.launching", "process"), ("codist.launching.*", "process"), ("codist.rundir", "process"),
-    ("codist.cuda_fit", "process"), ("codist.inputs", "process"), ("codist.datacheck", "process"),
-    ("codist.fake_data", "process"), ("codist.fake_data.*", "process"),
+    ("codist.launching", "process"), ("codist.launching.*", "process"),
+    ("codist.datacheck", "process"), ("codist.fake_data", "process"), ("codist.fake_data.*", "process"),
+    # rank side: what one rank runs (set-up, train, evaluate, checkpoint, meter)
+    ("codist.rank", "rank"), ("codist.rank.*", "rank"),
     # config: the run schema and the registries (torch-free), the plan's budget
     ("codist.config", "config"), ("codist.data_root", "config"), ("codist.budget", "config"),
     ("codist.algorithms.registry", "config"), ("codist.algorithms.sections", "config"),
     ("codist.algorithms.*_config", "config"),
     ("codist.workloads", "config"), ("codist.workloads.schema", "config"), ("codist.workloads.metrics", "config"),
     ("codist.workloads.*_config", "config"),
-    # rank side: what one rank runs (set-up, train, evaluate, checkpoint, meter; strategies, models, data)
-    ("codist.train", "rank"), ("codist.evaluation", "rank"), ("codist.checkpoint", "rank"),
-    ("codist.engine", "rank"), ("codist.distributed", "rank"), ("codist.comm", "rank"), ("codist.data", "rank"),
-    ("codist.optim", "rank"), ("codist.precision", "rank"), ("codist.cuda_defaults", "rank"),
-    ("codist.distill", "rank"), ("codist.probes", "rank"), ("codist.progress", "rank"),
-    ("codist.heartbeat", "rank"), ("codist.algorithms", "rank"), ("codist.algorithms.*", "rank"),
-    ("codist.workloads.*", "rank"),
+    # rank side too: the strategies, models and data sources beside their configs
+    ("codist.algorithms", "rank"), ("codist.algorithms.*", "rank"), ("codist.workloads.*", "rank"),
     # base: what both sides share and that imports nothing of codist's (the ranks' environment
     # contract, the run's owner, exit codes, atomic writes and logs)
     ("codist", "base"), ("codist.rank_env", "base"), ("codist.owner", "base"), ("codist.exits", "base"),

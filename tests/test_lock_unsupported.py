@@ -11,7 +11,7 @@ import torch
 from test_ctr_workload import criteo_line, write_criteo
 
 from codist.config import ConfigError
-from codist.rundir import LOCK, RunDir
+from codist.launching.rundir import LOCK, RunDir
 
 
 @pytest.fixture

@@ -19,7 +19,8 @@ READS = ("item", "tolist", "__float__", "__bool__", "__int__", "__index__", "num
 def _rank(rank, port, out_dir, out):
     os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                       CODIST_THREADS_PER_RANK="1")
-    from codist import config, train
+    from codist import config
+    from codist.rank import train
     cfg = config.validate(RUN, "test")
     (out_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict(cfg)))
     run = train.set_up(train.parse_args(["--config", str(out_dir / "config.yaml"), "--out", str(out_dir)]))

@@ -100,7 +100,7 @@ def test_plugins_go_through_plan_run_claims_and_budget(tmp_path):
 def test_the_plugin_workloads_data_check_and_needs(tmp_path, monkeypatch):
     monkeypatch.setenv("CODIST_PLUGINS", "toy_algorithm,toy_workload")
     from codist import config, datacheck
-    from codist.inputs import check_inputs
+    from codist.launching.inputs import check_inputs
     (tmp_path / "blobs.csv").write_text("0.5,1.0,0\n1.5,0.0,1\n2.0,x,1\n")
     problems, _ = datacheck.check("toy_blobs", tmp_path)
     assert problems == [f"{tmp_path / 'blobs.csv'}:3: not comma-separated numbers; expected "

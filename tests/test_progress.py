@@ -1,7 +1,7 @@
 """Progress: plain lines in a log file (no carriage returns), a tqdm bar on a terminal."""
 import io
 
-from codist.progress import Progress
+from codist.rank.progress import Progress
 
 
 class Terminal(io.StringIO):

@@ -5,8 +5,8 @@ import torch
 from conftest import TINY, deep_update, launch_run
 from torch.utils.data import TensorDataset
 
-from codist import checkpoint
-from codist.data import seed_rank_streams
+from codist.rank import checkpoint
+from codist.rank.data import seed_rank_streams
 from codist.workloads.cifar import RandomCropFlip
 
 

@@ -38,7 +38,7 @@ def test_usable_cores_are_the_affinity():
 
 
 def test_a_real_srun_task_records_its_nodes_threads(tmp_path):
-    """codist.train started as an srun task would be (SLURM's variables, no RANK), with the 8
+    """codist.rank.train started as an srun task would be (SLURM's variables, no RANK), with the 8
     threads the launching host exported but --cpus-per-task=1 on its node: it runs with 1."""
     cfg = config.validate(deep_update(TINY, {"train": {"steps": 2, "eval_every": 2}}), "test")
     config.dump(cfg, tmp_path / "config.yaml")
@@ -48,7 +48,7 @@ def test_a_real_srun_task_records_its_nodes_threads(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
     env.update({**TASK, "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NTASKS": "1", "SLURM_CPUS_PER_TASK": "1",
                 "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "CUDA_VISIBLE_DEVICES": ""})
-    done = subprocess.run([sys.executable, "-m", "codist.train", "--config", str(tmp_path / "config.yaml"),
+    done = subprocess.run([sys.executable, "-m", "codist.rank.train", "--config", str(tmp_path / "config.yaml"),
                            "--out", str(tmp_path)], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads((tmp_path / "manifest.json").read_text())["threads_per_rank"] == 1

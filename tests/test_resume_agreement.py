@@ -8,7 +8,8 @@ import torch
 import torch.multiprocessing as mp
 from conftest import TINY, deep_update, launch_run, read_rows
 
-from codist import checkpoint, config
+from codist.rank import checkpoint
+from codist import config
 from codist.launching import launch
 from codist.runlog import atomic_torch_save, atomic_write_json
 
@@ -26,7 +27,7 @@ def view(root, latest_step: int):
 def _ranks(rank, port, views, out):
     import torch.distributed as dist
 
-    from codist.comm import CommMeter
+    from codist.rank.comm import CommMeter
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     meter = CommMeter(rank, [0, 0])
     meter.install_hooks()

@@ -228,7 +228,7 @@ def test_the_workflow_owner_is_checked_by_pid_start_time_and_host(monkeypatch):
     node cannot see it: not gone)."""
     import platform
     from codist.owner import start_ticks
-    from codist.train import job_gone
+    from codist.rank.train import job_gone
     from workflows.results_lock import job_owner
     monkeypatch.setenv("CODIST_JOB_OWNER", job_owner()["CODIST_JOB_OWNER"])
     assert not job_gone()

@@ -20,7 +20,7 @@ from codist import config
 from codist.exits import EXIT_PREEMPTED
 from codist.launching.launchers import NAMED
 from codist.launching.supervise import rank_reports
-from codist.rundir import RunDir
+from codist.launching.rundir import RunDir
 
 # the directory's ownership does not depend on the launcher: TINY's warm one (the signal test below
 # names each launcher whose process tree it checks)

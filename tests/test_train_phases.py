@@ -19,7 +19,7 @@ def test_a_rank_whose_world_is_not_the_configs_fails_with_one_line(tmp_path):
     path.write_text(yaml.safe_dump(deep_update(TINY, {"parallel": {"world_size": 2}})))
     env = {**os.environ, "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
            "MASTER_PORT": "29731"}
-    out = subprocess.run([sys.executable, "-m", "codist.train", "--config", str(path), "--out", str(tmp_path / "o")],
+    out = subprocess.run([sys.executable, "-m", "codist.rank.train", "--config", str(path), "--out", str(tmp_path / "o")],
                          capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 2
     lines = [line for line in out.stderr.splitlines() if line.strip()]

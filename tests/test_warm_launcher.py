@@ -71,7 +71,7 @@ def test_one_rank_starts_without_a_launcher_process(tmp_path):
     for name in ("deepspeed", "torchrun"):
         cfg = config.validate({"launch": {"launcher": name}})
         cmd = launch.build_command(cfg, tmp_path / "c.yaml", tmp_path, 29500, env={})
-        assert cmd == [sys.executable, "-m", "codist.train", "--config", str(tmp_path / "c.yaml"),
+        assert cmd == [sys.executable, "-m", "codist.rank.train", "--config", str(tmp_path / "c.yaml"),
                        "--out", str(tmp_path), "--local_rank=0"]
 
 

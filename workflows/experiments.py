@@ -232,7 +232,7 @@ def refer(overrides: dict, seed: int, resolved: dict, where: str) -> dict:
 
 
 def probes_plotted(fig: dict) -> list[str]:
-    """The probes (codist.probes) a figure plots in its panels: its runs must log them."""
+    """The probes (codist.rank.probes) a figure plots in its panels: its runs must log them."""
     return [p for p in PROBES if p in (fig.get("panels") or [])]
 
 

@@ -7,10 +7,10 @@ never takes it) locks RESULTS/.codist-workflow.lock for the life of the snakemak
 refuses in one line naming the holder's pid and folder.
 
 `job_owner` names this snakemake process (host, pid, start time) to the runs its jobs start
-(CODIST_JOB_OWNER, read by codist.train's ranks): a run whose workflow is gone (kill -9 of
+(CODIST_JOB_OWNER, read by codist.rank.train's ranks): a run whose workflow is gone (kill -9 of
 snakemake) checkpoints and stops within 10 updates instead of writing on while a rerun deletes
 and restarts its job. `codist run` started by a job waits up to LOCK_WAIT_S for the directory
-lock of a run that an earlier, killed workflow left running (codist.rundir).
+lock of a run that an earlier, killed workflow left running (codist.launching.rundir).
 """
 from __future__ import annotations
 

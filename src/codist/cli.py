@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     from .config import ConfigError, check_path_text, load
     from .data_root import with_data_root
-    from .inputs import check_inputs
+    from .launching.inputs import check_inputs
     from .launching.launch import check_fits, resolve_device, run
     try:
         # the data root made absolute here, so ranks started elsewhere read the same folder

@@ -105,7 +105,7 @@ class ScheduleConfig(_Section):
         return self
 
 
-#: measurements a run can log beside its metrics (codist.probes implements them)
+#: measurements a run can log beside its metrics (codist.rank.probes implements them)
 PROBES = ("init_distance",)
 Probe = Literal[PROBES]
 
@@ -119,18 +119,18 @@ class TrainConfig(_Section):
     checkpoint_every: StrictInt = Field(0, ge=0, description="updates between checkpoints (0: none); a rerun "
                                   "resumes from the newest")
     probes: list[Probe] = Field(
-        default_factory=list, description="measurements logged beside the metrics (codist.probes): "
+        default_factory=list, description="measurements logged beside the metrics (codist.rank.probes): "
         "init_distance, each local model's L2 distance from its initialisation (Sodhani et al. Fig. 1)")
     precision: Literal["fp32", "bf16", "fp16"] = Field(
         "fp32", description="bf16 / fp16: mixed precision, fp32 master weights, the forward under autocast, "
-        "gradients all-reduced in 16 bits, fp16 with dynamic loss scaling (codist.precision)")
+        "gradients all-reduced in 16 bits, fp16 with dynamic loss scaling (codist.rank.precision)")
     compile: bool = Field(False, description="torch.compile each trained model (in place; worth it on a GPU); "
                           "not part of the run id")
     tf32: bool = Field(True, description="on a GPU, fp32 matmuls and convolutions in TF32 (Ampere and newer: "
-                       "10-bit mantissa products, fp32 sums; codist.cuda_defaults); no effect on CPU")
+                       "10-bit mantissa products, fp32 sums; codist.rank.cuda_defaults); no effect on CPU")
 
 
-#: the largest seed: codist.data seeds torch generators with seed * 7919 * 1_000_003 + small terms (< 2**64)
+#: the largest seed: codist.rank.data seeds torch generators with seed * 7919 * 1_000_003 + small terms (< 2**64)
 SEED_MAX = 2**31 - 1
 
 
@@ -138,7 +138,7 @@ class RunConfig(_Section):
     name: str = Field("", description="a label; not part of the run id")
     source: str = Field("", description="where this setup comes from (paper, section); not part of the run id")
     seed: StrictInt = Field(0, ge=0, le=SEED_MAX, description="at most 2**31 - 1: the data order's generator "
-                            "seeds (codist.data) stay within torch's 64-bit range")
+                            "seeds (codist.rank.data) stay within torch's 64-bit range")
     scale: Literal["embedded", "full"] = "embedded"
     workload: WorkloadConfig = Field(default_factory=lambda: CifarConfig())
     algorithm: AlgorithmConfig = Field(default_factory=_default_algorithm)

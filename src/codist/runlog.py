@@ -31,7 +31,7 @@ from pathlib import Path
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
-LOCK = ".codist.lock"   # a run directory's lock file (codist.rundir); its presence marks a run directory
+LOCK = ".codist.lock"   # a run directory's lock file (codist.launching.rundir); its presence marks a run directory
 
 
 class WriteError(OSError):

@@ -1,4 +1,4 @@
-"""The algorithm interface: a small strategy over the one training loop in `codist.train`.
+"""The algorithm interface: a small strategy over the one training loop in `codist.rank.train`.
 
 Every algorithm trains one model per data-parallel group; what differs is the loss, what
 happens around each update, and which models are evaluated. Subclasses override the hooks
@@ -14,12 +14,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..comm import CommMeter
+from ..rank.comm import CommMeter
 from ..config import RunConfig
-from ..cuda_defaults import maybe_compile, place_model
-from ..data import to_device
-from ..distributed import Topology
-from ..precision import autocast
+from ..rank.cuda_defaults import maybe_compile, place_model
+from ..rank.data import to_device
+from ..rank.distributed import Topology
+from ..rank.precision import autocast
 from ..workloads.base import Workload
 from .registry import spec
 from .state import norm_statistics

@@ -17,10 +17,10 @@ import torch
 from torch import nn
 
 from ..config import RunConfig
-from ..distributed import Topology
-from ..engine import build_engine
-from ..optim import build_optimizer, build_scheduler
-from ..precision import grad_scaler
+from ..rank.distributed import Topology
+from ..rank.engine import build_engine
+from ..rank.optim import build_optimizer, build_scheduler
+from ..rank.precision import grad_scaler
 
 
 class EngineUpdate:

@@ -7,7 +7,7 @@ torch, deepspeed, and, lazily while building its engine, torch._dynamo and fairs
 of CPU per rank). Here the parent imports all of that once (`preload`; W: the run's workload,
 so the parent never reads the config), then os.fork()s N children. Each child sets the env://
 rendezvous torchrun would set (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR=127.0.0.1,
-MASTER_PORT, ...), its torch threads, and calls `codist.train.main`; its return value is the
+MASTER_PORT, ...), its torch threads, and calls `codist.rank.train.main`; its return value is the
 child's exit code. A warm server (codist.launching.warm_server) runs `main` in a supervisor it
 forks, with the imports already made.
 
@@ -15,7 +15,7 @@ The parent waits for the children. A child that fails (exit code other than 0 an
 EXIT_PREEMPTED, or killed by a signal) gets the others SIGTERM, then SIGKILL after GRACE_S;
 the parent then exits with the failed child's code (128 + signal for a killed one).
 SIGTERM, SIGINT and SIGUSR1 received by the parent reach the children as SIGTERM, again every
-RESEND_S until they exit (a child ignores stop signals until codist.train installs its handler):
+RESEND_S until they exit (a child ignores stop signals until codist.rank.train installs its handler):
 they checkpoint and exit with EXIT_PREEMPTED, and so does the parent. The children stay in the
 parent's process group, so a killpg reaches them; a child whose parent dies is killed
 (PR_SET_PDEATHSIG, Linux).
@@ -50,7 +50,7 @@ def parse_args(argv=None):
     p.add_argument("--master_port", type=int, required=True, help="TCP port of rank 0's rendezvous store")
     p.add_argument("--master_addr", default="127.0.0.1")
     p.add_argument("--workload", default=None, help="the run's workload (its module is imported once)")
-    p.add_argument("train_args", nargs=argparse.REMAINDER, help="-- then codist.train's arguments")
+    p.add_argument("train_args", nargs=argparse.REMAINDER, help="-- then codist.rank.train's arguments")
     args = p.parse_args(argv)
     if args.train_args[:1] == ["--"]:
         args.train_args = args.train_args[1:]
@@ -60,11 +60,11 @@ def parse_args(argv=None):
 
 
 def preload(workload: str | None = None) -> None:
-    """Import, once, what every rank imports: torch, deepspeed, codist.train, the workload's
+    """Import, once, what every rank imports: torch, deepspeed, codist.rank.train, the workload's
     module (codist.workloads imports it lazily), and what the ranks' first engine and optimizer
     import lazily: torch._dynamo (torch.optim's constructors, ~2 s), torch.utils.cpp_extension,
     and fairseq's optimizer base class for a workload that `needs_fairseq` (DeepSpeed's engine
-    tries it, ~3 s; codist.engine hides it from the others). Imports only: no torch op runs here."""
+    tries it, ~3 s; codist.rank.engine hides it from the others). Imports only: no torch op runs here."""
     import torch  # noqa: F401
     import torch._dynamo  # noqa: F401
     import deepspeed  # noqa: F401
@@ -73,7 +73,7 @@ def preload(workload: str | None = None) -> None:
     import torch.utils.cpp_extension  # noqa: F401  (setuptools: DeepSpeed loads its CPU comm op with it)
     import torch.utils.tensorboard  # noqa: F401  (rank 0's event file, codist.runlog; ~0.3 s, no threads until used)
     from .. import config  # noqa: F401  (first: it loads CODIST_PLUGINS, whose algorithms import the engine)
-    from .. import train  # noqa: F401
+    from ..rank import train  # noqa: F401
     from ..workloads import REGISTRY, workload_class
     if workload in REGISTRY and REGISTRY[workload][0].needs_fairseq:
         import logging
@@ -127,7 +127,7 @@ def child(rank: int, args, parent: int) -> int:
         import torch
         threads = int(os.environ.get("CODIST_THREADS_PER_RANK") or os.environ.get("OMP_NUM_THREADS") or 1)
         torch.set_num_threads(threads)
-        from .. import train
+        from ..rank import train
         argv = [*args.train_args, f"--local_rank={rank}"]
         sys.argv = [train.__file__, *argv]   # what the manifest records as the rank's command
         return train.main(argv)
@@ -172,7 +172,7 @@ def main(argv=None, imported: bool = False) -> int:
         flush_std()   # what is buffered is written once, not once more by every child
         signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)   # no handler runs half-way through fork
         pid = os.fork()
-        if pid == 0:   # the rank: stop signals wait for codist.train's handler (the parent sends them again)
+        if pid == 0:   # the rank: stop signals wait for codist.rank.train's handler (the parent sends them again)
             for s in STOP_SIGNALS:
                 signal.signal(s, signal.SIG_IGN)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)

@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Mapping
 
 from ..config import ConfigError, RunConfig, dump
-from ..cuda_fit import check as check_cuda_fit
+from .cuda_fit import check as check_cuda_fit
 from ..exits import EXIT_FAILED
-from ..inputs import check_inputs
+from .inputs import check_inputs
 from ..owner import owner_env
 from ..rank_env import hostnames, no_gpu_possible, rank_env, usable_cores
-from ..rundir import RunDir
+from .rundir import RunDir
 from ..runlog import RANK_LOG_DIR
 from .cluster import SrunLauncher, in_allocation, ranks_by_srun
 from .launchers import Launcher, LaunchPlan, LoneRank, check_launcher, named
@@ -110,7 +110,7 @@ def launch_env(cfg: RunConfig, device: str, threads: int, launched_unix: float |
 
 
 def run(cfg: RunConfig, out: str | os.PathLike, launched_unix: float | None = None, fresh: bool = False) -> int:
-    """Claim `out` (codist.rundir: one run at a time, never another run's files), write the
+    """Claim `out` (codist.launching.rundir: one run at a time, never another run's files), write the
     resolved config into it, start every rank, wait; returns the exit code. A run that `out`
     holds finished is not trained again (a no-op that says so) unless `fresh`, which also
     clears whatever `out` held. `launched_unix`: when the launch began (the ranks' `setup_s`

@@ -65,7 +65,7 @@ class Launcher:
 class DeepSpeedLauncher(Launcher):
     def command(self, plan):
         return [sys.executable, "-m", "deepspeed.launcher.runner", "--num_gpus", str(plan.world),
-                "--master_port", str(plan.port), "--module", "codist.train", *plan.train_args]
+                "--master_port", str(plan.port), "--module", "codist.rank.train", *plan.train_args]
 
     def stop(self, proc, plan):
         """SIGTERM to the whole group: the DeepSpeed launcher does not pass it on (its runner dies
@@ -83,15 +83,15 @@ class DeepSpeedLauncher(Launcher):
 class TorchrunLauncher(Launcher):
     def command(self, plan):
         return [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(plan.world),
-                "--master_port", str(plan.port), "-m", "codist.train", *plan.train_args]
+                "--master_port", str(plan.port), "-m", "codist.rank.train", *plan.train_args]
 
 
 class LoneRank(Launcher):
-    """A one-rank run on one node (deepspeed, torchrun): `codist.train` itself, with the env://
+    """A one-rank run on one node (deepspeed, torchrun): `codist.rank.train` itself, with the env://
     rendezvous torchrun would set (one interpreter fewer)."""
 
     def command(self, plan):
-        return [sys.executable, "-m", "codist.train", *plan.train_args, "--local_rank=0"]
+        return [sys.executable, "-m", "codist.rank.train", *plan.train_args, "--local_rank=0"]
 
     def start(self, plan):
         return subprocess.Popen(self.command(plan), env={**plan.env, **local_rank_env(0, 1, plan.port)},

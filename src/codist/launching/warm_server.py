@@ -351,7 +351,7 @@ class Server:
         self.listener.listen(64)
         inode = self.path.stat().st_ino
         print(f"codist.warm_server: pid {os.getpid()} listening on {self.path}", file=sys.stderr, flush=True)
-        fork.preload()   # torch, deepspeed, codist.train; clients queue meanwhile
+        fork.preload()   # torch, deepspeed, codist.rank.train; clients queue meanwhile
         self.wake_r = fork.sigchld_wakeup()
 
         def stop(signum, frame):

@@ -2,7 +2,7 @@
 
 One `register(...)` per workload names its config class, its workload class and what the rest of
 codist reads about it: the metrics it logs and their directions (the analysis), its data version
-(the run id), its real data's needs before launch (`codist.inputs`) and its data check (`codist
+(the run id), its real data's needs before launch (`codist.launching.inputs`) and its data check (`codist
 data check`), and its throughput-table model and units (the budget, `codist.budget`). The
 built-ins register in their torch-free `<name>_config.py`, found by file name; other modules
 register the same way and are imported through `CODIST_PLUGINS` (as algorithms are:
@@ -41,7 +41,7 @@ class WorkloadSpec:
     metrics: Mapping[str, bool | None] = field(default_factory=dict)
     data_version: int = 1            # bump when its generated data or model definition changes (new run ids)
     # before launch: the workload section and its data folder -> what the real data set needs there
-    # (codist.inputs); None: it reads no data folder
+    # (codist.launching.inputs); None: it reads no data folder
     data_needs: Callable[[Any, Path], DataNeeds] | None = None
     # `codist data check`: "module:function" or the function, (data folder, **the section's options)
     # -> (problems, notes); None: nothing to check

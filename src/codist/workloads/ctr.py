@@ -66,8 +66,8 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import Dataset, TensorDataset
 
-from .. import heartbeat
-from ..data import eval_batches
+from ..rank import heartbeat
+from ..rank.data import eval_batches
 from ..runlog import file_lock
 from .base import Metric, Workload
 from .ctr_config import CATEGORICAL_FEATURES, CRITEO_LAYOUT, DENSE_FEATURES, CtrConfig

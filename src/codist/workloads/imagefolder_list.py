@@ -15,7 +15,7 @@ from pathlib import Path
 from torchvision import datasets
 from torchvision.datasets import folder as tv_folder
 
-from .. import heartbeat
+from ..rank import heartbeat
 from ..runlog import atomic_write_json, file_lock
 
 

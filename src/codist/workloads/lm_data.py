@@ -43,7 +43,7 @@ from typing import Iterable, Iterator
 import numpy as np
 import torch
 
-from .. import heartbeat
+from ..rank import heartbeat
 from ..runlog import file_lock
 from . import generated_cache
 from .lm_config import BYTES_VOCAB_SIZE, TEXT_LAYOUT, TEXT_SHARD_PATTERNS, LmConfig
@@ -62,7 +62,7 @@ EMBEDDED_TARGET_FRACTION = 0.25
 #: alone may split the states into closed classes)
 TRANSITION_FLOOR = 1e-3
 
-#: model splits of the training data, as in `codist.data.model_data`
+#: model splits of the training data, as in `codist.rank.data.model_data`
 SPLITS = ("same", "shuffled", "disjoint")
 
 

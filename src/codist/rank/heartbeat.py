@@ -33,7 +33,7 @@ import threading
 import time
 from pathlib import Path
 
-from .runlog import atomic_write_json
+from ..runlog import atomic_write_json
 
 WRITES_PER_S = 32.0   # the whole job's beats per second on the run directory's file system
 CPU_SHARE = 0.1       # share of a core the other threads must use to count as busy while preparing

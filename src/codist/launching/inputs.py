@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .config import ConfigError, RunConfig
-from .data_root import workload_with_data
-from .workloads import spec as workload_spec
+from ..config import ConfigError, RunConfig
+from ..data_root import workload_with_data
+from ..workloads import spec as workload_spec
 
 
 def _check(key: str, path: Path, folder: bool, layout: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 
-from .runlog import terminal
+from ..runlog import terminal
 
 
 class Progress:

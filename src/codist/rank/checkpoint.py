@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from .runlog import atomic_torch_save, atomic_write_json
+from ..runlog import atomic_torch_save, atomic_write_json
 
 
 class CheckpointError(RuntimeError):

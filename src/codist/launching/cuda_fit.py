@@ -91,8 +91,8 @@ def check(requested: str, environ: Mapping[str, str] | None = None) -> None:
     `auto` where no GPU can exist (codist.rank_env.no_gpu_possible) or no driver version is readable."""
     import os
 
-    from .config import ConfigError
-    from .rank_env import no_gpu_possible
+    from ..config import ConfigError
+    from ..rank_env import no_gpu_possible
     environ = os.environ if environ is None else environ
     if requested == "cpu" or (requested == "auto" and no_gpu_possible(environ)):
         return

@@ -25,8 +25,8 @@ import sys
 import time
 from pathlib import Path
 
-from .config import ConfigError
-from .runlog import LOCK, lock_error
+from ..config import ConfigError
+from ..runlog import LOCK, lock_error
 
 # what a run writes into its directory (beside these: the workflow's log lives elsewhere)
 RUN_FILES = ("summary.json", "metrics.jsonl", "manifest.json", "config.yaml", "hostfile")

@@ -8,7 +8,7 @@
 - channels_last (NHWC) for convolutional models (`WorkloadSection.convnet`): cuDNN's tensor-core
   convolutions run in it (PyTorch converts NCHW inputs of a channels_last convolution itself);
 - pinned host memory for the image loader's batches, so the `non_blocking` copies of
-  `codist.data.to_device` overlap the compute (the loader's workers live for the whole run: its
+  `codist.rank.data.to_device` overlap the compute (the loader's workers live for the whole run: its
   batch sampler never ends, which is what `persistent_workers` would give a finite one);
 - `train.compile`: torch.compile of each trained model, in place (`nn.Module.compile`), so its
   state dict, checkpoints and teachers keep their keys. Any device (on CPU it needs a C++ compiler).

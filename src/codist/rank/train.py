@@ -1,4 +1,4 @@
-"""The per-rank entry point: `python -m codist.train --config RUN/config.yaml --out RUN`.
+"""The per-rank entry point: `python -m codist.rank.train --config RUN/config.yaml --out RUN`.
 
 Started on every rank by the process tree `codist run` picked (codist.launching: the DeepSpeed
 launcher, torchrun, srun, or forked by codist.launching.fork in `codist run`'s child or in a warm
@@ -24,25 +24,25 @@ import numpy as np
 import torch
 
 from . import checkpoint
-from . import config as config_mod
-from .algorithms import TrainContext, build_algorithm
+from .. import config as config_mod
+from ..algorithms import TrainContext, build_algorithm
 from .comm import CommMeter, summarize
-from .config import RunConfig
+from ..config import RunConfig
 from .cuda_defaults import backend_settings, configure_backends
-from .data_root import workload_with_data
+from ..data_root import workload_with_data
 from .data import seed_rank_streams
 from .distributed import Topology, init, pick_device
 from .engine import deepspeed_config
 from .evaluation import Evaluator
-from .exits import EXIT_BAD_INPUT as EXIT_CONFIG, EXIT_DIVERGED, EXIT_FAILED, EXIT_PREEMPTED  # noqa: F401  (codist.exits: once)
+from ..exits import EXIT_BAD_INPUT as EXIT_CONFIG, EXIT_DIVERGED, EXIT_FAILED, EXIT_PREEMPTED  # noqa: F401  (codist.exits: once)
 from .heartbeat import Heartbeat
-from .owner import owner_gone, start_ticks
+from ..owner import owner_gone, start_ticks
 from .progress import Progress
-from .rank_env import rank_threads
-from .runlog import (MetricsLog, RunGone, RunGuard, WriteError, atomic_torch_save, atomic_write_bytes,
+from ..rank_env import rank_threads
+from ..runlog import (MetricsLog, RunGone, RunGuard, WriteError, atomic_torch_save, atomic_write_bytes,
                      atomic_write_json, git_state, hardware, metrics_record, package_versions, rows_bytes,
                      tee_rank_output)
-from .workloads import build_workload
+from ..workloads import build_workload
 
 
 STOP_CHECK_EVERY = 10   # updates between the ranks' agreement on a stop signal (one tiny all-reduce)
@@ -51,7 +51,7 @@ GO_ON, STOP, LOST = 0, 1, 2      # what the ranks agree on: train on, checkpoint
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="codist.train", description=__doc__)
+    p = argparse.ArgumentParser(prog="codist.rank.train", description=__doc__)
     p.add_argument("--config", required=True, help="resolved run config (YAML)")
     p.add_argument("--out", required=True, help="run directory")
     p.add_argument("--local_rank", "--local-rank", type=int, default=None, help="set by the launcher")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from .algorithms.base import TrainContext
+from ..algorithms.base import TrainContext
 from .data import eval_batches, to_device
 from .precision import autocast
 from .probes import build_probes

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from .rank_env import apply_srun_env, gpu_index
+from ..rank_env import apply_srun_env, gpu_index
 
 
 @dataclass

@@ -5,7 +5,7 @@ import math
 
 import torch
 
-from .config import OptimizerConfig, ScheduleConfig
+from ..config import OptimizerConfig, ScheduleConfig
 
 
 def build_optimizer(params, cfg: OptimizerConfig) -> torch.optim.Optimizer:
