@@ -26,7 +26,12 @@ TARGETS: dict[str, dict] = {
     "analysis/comm_identity.py": {"tests": ["test_regime.py", "test_claims_summary.py"], "k": "identit or claims"},
     "src/codist/rank/distill.py": {"tests": ["test_distill.py"]},
     "src/codist/rank/optim.py": {"tests": ["test_schedule.py"]},
-    "src/codist/rank/comm.py": {"tests": ["test_comm.py"], "marks": "not slow"},
+    # the byte formulas at p = 3, 4, every hook, unseen calls and the summary on one forked 4-rank world
+    # (test_comm_accounting, ~4 s of CPU) first, so most mutants stop there (-x); then test_comm (2-rank
+    # formulas, DeepSpeed's cache refused; its slow DeepSpeed-logger run left out) and the device check
+    # on two spawned ranks (test_device_collectives, 18 s)
+    "src/codist/rank/comm.py": {"tests": ["test_comm_accounting.py", "test_comm.py", "test_device_collectives.py"],
+                                "marks": "not slow"},
     # test_fault_tolerance.py is all slow (deselected: it judged nothing here); the not-slow tests that reach
     # checkpoint.py: resume agreement (agreed_step, load, and a real 2-rank run's save/resume, 16 s) and the
     # rank RNG (rng_state/restore_rng, 1 s)
