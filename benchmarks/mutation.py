@@ -27,6 +27,7 @@ import json
 import math
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -105,7 +106,9 @@ def line_ranges(path: Path, functions: list[str]) -> list[str]:
 
 
 def toml_config(module: str, command: list[str], timeout: float, lines: list[str] | None) -> str:
-    cmd = " ".join(command).replace("\\", "\\\\").replace('"', '\\"')
+    # cosmic-ray shlex-splits the test command: quoted, so a -m/-k expression with spaces stays one argument
+    # (joined with plain spaces, '-m not slow' ran pytest on a path 'slow': exit 4, every mutant "killed")
+    cmd = shlex.join(command).replace("\\", "\\\\").replace('"', '\\"')
     excl = ", ".join(f"'{e}'" for e in EXCLUDE_OPERATORS)
     only = (f'\n[cosmic-ray.filters.line-filter.lines]\n"{module}" = [{", ".join(repr(x) for x in lines)}]\n'
             if lines else "")
