@@ -1,0 +1,152 @@
+"""codist.rank.checkpoint's contract on real files (issue 29): what `save` writes and in which order,
+what `load` and `latest` accept and the one line each refusal gives, the RNG round trip, and
+`agreed_step` on a real 1-rank gloo world (its 2-rank agreement: tests/test_resume_agreement.py)."""
+import json
+import os
+import socket
+import traceback
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from codist.rank import checkpoint
+from codist.rank.checkpoint import CheckpointError
+
+RID = "run-a"
+
+
+def _save(run, step, rank, group_state, calls):
+    checkpoint.save(run, step, RID, rank, group_state, {"meter": torch.tensor([rank, step])},
+                    barrier=lambda: calls.append("barrier"), check=lambda path: calls.append(path))
+
+
+def test_save_writes_the_files_then_the_index_and_keeps_only_the_newest_step(tmp_path):
+    run = tmp_path / "run"
+    old = run / "checkpoint" / "step-4"
+    old.mkdir(parents=True)
+    (old / "rank-0.pt").write_bytes(b"older")
+    d = run / "checkpoint" / "step-8"
+    calls = []
+    _save(run, 8, 1, None, calls)   # a rank that is not its group's first: its own file only, no index
+    assert calls == [d / "rank-1.pt", "barrier", "barrier"]
+    assert sorted(p.name for p in d.iterdir()) == ["rank-1.pt"]
+    assert not (run / "checkpoint" / "latest.json").exists() and old.exists()
+    calls = []
+    _save(run, 8, 0, {"group": 3, "w": torch.arange(4.0)}, calls)
+    assert calls == [d / "group-3.pt", d / "rank-0.pt", "barrier", run / "checkpoint" / "latest.json", "barrier"]
+    assert json.loads((run / "checkpoint" / "latest.json").read_text()) == {"step": 8, "run_id": RID}
+    assert sorted(p.name for p in (run / "checkpoint").iterdir()) == ["latest.json", "step-8"]   # step-4 gone
+    assert checkpoint.latest(run, RID) == 8
+    group, mine = checkpoint.load(run, 8, RID, 0, 3)
+    assert group["run_id"] == RID and group["step"] == 8 and group["group"] == 3
+    assert torch.equal(group["w"], torch.arange(4.0))
+    assert torch.equal(mine["meter"], torch.tensor([0, 8]))
+    _, other = checkpoint.load(run, 8, RID, 1, 3)
+    assert torch.equal(other["meter"], torch.tensor([1, 8]))
+
+
+def test_a_refused_write_stops_before_the_file(tmp_path):
+    def refuse(path):
+        raise RuntimeError(f"not the run's: {path.name}")
+    with pytest.raises(RuntimeError, match="not the run's: rank-0.pt"):
+        checkpoint.save(tmp_path, 2, RID, 0, None, {}, barrier=lambda: None, check=refuse)
+    assert not (tmp_path / "checkpoint" / "step-2" / "rank-0.pt").exists()
+
+
+@pytest.mark.parametrize("text, why", [("[8]", "TypeError"), ('{"run_id": "run-a"}', "KeyError"),
+                                       ('{"step": "eight", "run_id": "run-a"}', "ValueError"), ("{", "ValueError")])
+def test_an_unreadable_index_is_one_line_naming_it(tmp_path, text, why):
+    index = tmp_path / "checkpoint" / "latest.json"
+    index.parent.mkdir()
+    index.write_text(text)
+    with pytest.raises(CheckpointError) as e:
+        checkpoint.latest(tmp_path, RID)
+    assert str(e.value).startswith(f"{index}: unreadable checkpoint index (")
+    assert str(e.value).endswith(f"); delete {index.parent} to start over")
+    assert why != "KeyError" or "'step'" in str(e.value)
+
+
+def test_the_index_of_another_run_is_refused_and_no_index_is_no_checkpoint(tmp_path):
+    assert checkpoint.latest(tmp_path, RID) is None
+    index = tmp_path / "checkpoint" / "latest.json"
+    index.parent.mkdir()
+    index.write_text(json.dumps({"step": 6, "run_id": "run-b"}))
+    with pytest.raises(CheckpointError) as e:
+        checkpoint.latest(tmp_path, RID)
+    assert str(e.value) == (f"{index}: checkpoint of run run-b, but this config is run {RID}; "
+                            f"delete {index.parent} or use another --out directory")
+    index.write_text(json.dumps({"step": "6", "run_id": RID}))
+    assert checkpoint.latest(tmp_path, RID) == 6
+
+
+def test_load_refuses_missing_corrupt_and_foreign_files_with_one_line(tmp_path):
+    d = tmp_path / "checkpoint" / "step-8"
+    with pytest.raises(CheckpointError) as e:
+        checkpoint.load(tmp_path, 8, RID, 0, 0)
+    assert str(e.value) == f"{d / 'group-0.pt'}: missing from the checkpoint at step 8"
+    d.mkdir(parents=True)
+    torch.save({"run_id": RID, "step": 8}, d / "group-0.pt")
+    (d / "rank-0.pt").write_bytes(b"not a torch file")
+    with pytest.raises(CheckpointError) as e:
+        checkpoint.load(tmp_path, 8, RID, 0, 0)
+    assert str(e.value).startswith(f"{d / 'rank-0.pt'}: corrupt checkpoint file (")
+    assert str(e.value).endswith(f"); delete {tmp_path / 'checkpoint'} to start over")
+    for run_id, step in (("run-b", 8), (RID, 4)):
+        torch.save({"run_id": run_id, "step": step}, d / "rank-0.pt")
+        with pytest.raises(CheckpointError) as e:
+            checkpoint.load(tmp_path, 8, RID, 0, 0)
+        assert str(e.value) == f"{d / 'rank-0.pt'}: holds run {run_id} step {step}, expected run {RID} step 8"
+    torch.save({"run_id": RID, "step": 8, "x": 1}, d / "rank-0.pt")
+    assert checkpoint.load(tmp_path, 8, RID, 0, 0)[1]["x"] == 1
+
+
+def test_the_cpu_generator_round_trips():
+    cpu = torch.device("cpu")
+    state = checkpoint.rng_state(cpu)
+    first = torch.rand(5)
+    torch.rand(3)
+    checkpoint.restore_rng(state, cpu)
+    assert torch.equal(torch.rand(5), first)
+
+
+def _one_rank(rank, port, run, out):
+    import torch.distributed as dist
+
+    from codist.rank.comm import CommMeter
+    try:
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        dist.init_process_group("gloo", rank=0, world_size=1)
+        meter = CommMeter(0, [0])
+        meter.install_hooks()
+        cpu = torch.device("cpu")
+        index = run / "checkpoint" / "latest.json"
+        out["none"] = checkpoint.agreed_step(run, RID, 0, meter, cpu)
+        index.parent.mkdir(parents=True)
+        index.write_text(json.dumps({"step": 0, "run_id": RID}))
+        out["zero"] = checkpoint.agreed_step(run, RID, 0, meter, cpu)
+        index.write_text(json.dumps({"step": 12, "run_id": RID}))
+        out["twelve"] = checkpoint.agreed_step(run, RID, 0, meter, cpu)
+        index.write_text("{")
+        try:
+            checkpoint.agreed_step(run, RID, 0, meter, cpu)
+        except CheckpointError as e:
+            out["error"] = str(e)
+        out["control_calls"] = sum(c.calls for (cat, _), c in meter.counts.items() if cat == "control")
+        dist.destroy_process_group()
+    except BaseException:
+        out["failed"] = traceback.format_exc()
+
+
+def test_agreed_step_on_one_rank_is_its_own_index(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with mp.Manager() as manager:
+        out = manager.dict()
+        mp.start_processes(_one_rank, args=(port, tmp_path, out), nprocs=1, start_method="fork")
+        got = dict(out)
+    assert "failed" not in got, got.get("failed")
+    assert got["none"] is None and got["zero"] == 0 and got["twelve"] == 12
+    assert got["error"].startswith(f"{tmp_path / 'checkpoint' / 'latest.json'}: unreadable checkpoint index")
+    assert got["control_calls"] == 4   # one broadcast per call, under control
