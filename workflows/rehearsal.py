@@ -385,7 +385,7 @@ def figure_targets(plan: Plan, results: Path, ready) -> list[str]:
     return out
 
 
-def figures_note(plan: Plan, ready, waiting, undrawn=()) -> str:
+def figures_note(plan: Plan, ready, waiting, undrawn=(), rc: int = 0) -> str:
     """results/rehearsal/full/FIGURES.md: which figures were drawn from rehearsal runs, which wait."""
     lines = ["# Full-scale figures drawn from rehearsal runs", "",
              "Rehearsal: not a result. Each figure below was drawn by the workflow's own analysis rules "
@@ -395,8 +395,9 @@ def figures_note(plan: Plan, ready, waiting, undrawn=()) -> str:
     lines += [f"- `{p}/{f}.png`: {plan.figure(p, f).title} (all {len(set(r.run_id for r in plan.figure(p, f).runs))} "
               f"runs rehearsed)" for p, f in ready] or ["- none yet"]
     if undrawn:
-        lines += ["", "## Not drawn: every run rehearsed, but the analysis refused them (its log under "
-                  "logs/<paper>/ says why)", ""]
+        # not always the analysis: snakemake also stops before any rule (e.g. the results root in use)
+        lines += ["", f"## Not drawn: every run rehearsed, but the figure rules did not draw them (snakemake "
+                  f"exit {rc}; its output, or the rule's log under logs/<paper>/, says why)", ""]
         lines += [f"- `{p}/{f}`: {plan.figure(p, f).title}" for p, f in undrawn]
     lines += ["", "## Not drawn: runs not rehearsed yet (`make rehearse` runs them; runs.csv lists each)", ""]
     lines += [f"- `{p}/{f}`: {plan.figure(p, f).title}: {n} of {m} runs rehearsed" for (p, f), (n, m) in waiting.items()]
@@ -417,7 +418,8 @@ def draw_figures(plan: Plan, results_root: str, data_root: str, cores: int) -> i
                "--", *figure_targets(plan, results, ready)]
         rc = subprocess.call(cmd, cwd=ROOT)
     drawn = [k for k in ready if (results / "full" / k[0] / f"{k[1]}.png").exists()]
-    (results / "full" / "FIGURES.md").write_text(figures_note(plan, drawn, waiting, [k for k in ready if k not in drawn]))
+    undrawn = [k for k in ready if k not in drawn]
+    (results / "full" / "FIGURES.md").write_text(figures_note(plan, drawn, waiting, undrawn, rc))
     print(f"rehearsal figures: {len(drawn)} of {len(ready)} drawn, {len(waiting)} waiting for runs "
           f"(snakemake exit {rc})", file=sys.stderr)
     return rc
