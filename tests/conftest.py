@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -76,15 +78,17 @@ def spawned_ranks_skip_the_imports():
 
 
 @pytest.fixture
-def warm_dir(tmp_path, monkeypatch):
+def warm_dir(monkeypatch):
     """A private runtime folder for this test's warm servers (launch.launcher: warm); they are
-    killed afterwards. Yields the folder holding their sockets and lock files."""
-    folder = tmp_path / "xdg"
-    folder.mkdir()
+    killed afterwards. Yields the folder holding their sockets and lock files. The folder is a short
+    one in the temp directory, not under tmp_path: a socket's path has at most 107 bytes, and
+    tmp_path under pytest-xdist (popen-gw0/<test name>/) can leave too few for the server's."""
+    folder = Path(tempfile.mkdtemp(prefix="xdg-"))
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(folder))
     yield folder / f"codist-warm-{os.getuid()}"
     from codist.launching.warm_client import stop_servers
     stop_servers(folder, signal.SIGKILL)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def deep_update(base: dict, extra: dict) -> dict:

@@ -265,10 +265,9 @@ class FakeServer:
         self.path.unlink()
 
 
-def test_a_pid_the_server_names_is_signalled_only_if_it_is_the_servers_run(tmp_path, monkeypatch):
+def test_a_pid_the_server_names_is_signalled_only_if_it_is_the_servers_run(warm_dir):
     """The probes: a fake server answers the pid of an unrelated process group of this user (the
     client used to SIGKILL that group), or an exit code 0 for a run it never started."""
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     # a session of this user's that is not the (fake) server's child
     bystander = int(subprocess.run(["sh", "-c", "setsid sleep 60 </dev/null >/dev/null 2>&1 & echo $!"],
                                    capture_output=True, text=True, check=True).stdout)
@@ -308,6 +307,19 @@ def test_a_stopped_server_is_noticed_and_its_queued_run_never_starts(tmp_path):
         time.sleep(0.1)
     assert "the client has gone; nothing started" in log.read_text()
     assert json.loads((tmp_path / "out" / "manifest.json").read_text())["launcher"] in ("warm", "fork")
+
+
+def test_a_runtime_folder_too_deep_for_a_unix_socket_gives_the_ordinary_path(tmp_path):
+    """A socket's path is at most 107 bytes (sun_path): a deep XDG_RUNTIME_DIR used to end the run
+    with "cannot start the run: AF_UNIX path too long"; now the run starts without the server."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True, mode=0o700)
+    result = victim_run(tmp_path, deep)
+    assert result.returncode == 0, result.stderr[-3000:]
+    notes = [line for line in result.stderr.splitlines() if "warm server not used" in line]
+    assert len(notes) == 1 and "over the 107 a Unix socket allows" in notes[0], result.stderr[-2000:]
+    assert not list(deep.rglob("*.sock"))
+    assert (tmp_path / "out" / "summary.json").exists()
 
 
 def test_an_idle_connection_delays_no_run(tmp_path):

@@ -9,9 +9,10 @@ Trust: the socket's folder must be this user's own, mode 0700 (`warm_server.priv
 process listening on the socket must run as this user (SO_PEERCRED), checked before the request
 (environment, output) is sent. The run's pid is signalled only while it is the server's child
 leading its own session, with the start time seen when the run began. A server that cannot be
-used (untrusted folder, another user's socket, a stopped server, no answer) raises
-WarmUnavailable once, with one line; later tries in this process fail at once with the same
-line, and the WarmLauncher (codist.launching.launchers) runs the fork launcher itself.
+used (untrusted folder, another user's socket, a socket path too long for AF_UNIX, a stopped
+server, no answer) raises WarmUnavailable once, with one line; later tries in this process fail
+at once with the same line, and the WarmLauncher (codist.launching.launchers) runs the fork
+launcher itself.
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from .warm_server import (MessageReader, UntrustedPath, open_private, peer_crede
 CONNECT_TIMEOUT_S = 120.0   # a new server listens within a second; the budget is for a loaded machine
 POLL_S = 0.2                # while waiting for the server's answer: how often to look whether it is stopped
 IDLE_S_DEFAULT = 300.0        # a server with no run exits after this long (CODIST_WARM_IDLE_S)
+SUN_PATH_MAX = 108           # Linux's sockaddr_un.sun_path, its terminating NUL included
 
 
 class WarmUnavailable(RuntimeError):
@@ -75,6 +77,9 @@ def connect(env: dict[str, str]) -> tuple[socket.socket, int]:
 
 def _connect(env: dict[str, str]) -> tuple[socket.socket, int]:
     path = runtime_dir() / f"{server_key(env)}.sock"
+    if len(os.fsencode(path)) >= SUN_PATH_MAX:   # connect and bind would fail with "AF_UNIX path too long"
+        raise WarmUnavailable(f"its socket's path {path} is {len(os.fsencode(path))} bytes, over the "
+                              f"{SUN_PATH_MAX - 1} a Unix socket allows: set XDG_RUNTIME_DIR to a shorter folder")
     log = path.with_suffix(".log")
     deadline = time.monotonic() + CONNECT_TIMEOUT_S
     server = None
