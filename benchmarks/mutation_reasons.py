@@ -53,4 +53,9 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
      "equivalent", "data_sizes never gives a validation size of 0 (val_size or NaN; DATA_SETS > 0; criteo's held-out "
      "lines or NaN); for NaN the mutant's floor sd is NaN: margin_needed gives a NaN need (margin < NaN is false) and "
      "max(sd, NaN) returns sd, as the floor 0 does"),
+    ("src/codist/rank/checkpoint.py", "NumberReplacer",
+     "NONE, FAILED = -1, -2   # what rank 0 broadcasts when there is no checkpoint, or it could not read the index",
+     "NONE, FAILED = -1, - 3   # what rank 0 broadcasts when there is no checkpoint, or it could not read the index",
+     "equivalent", "FAILED is only compared with the broadcast flag: any value other than NONE (-1) and every step "
+     "(>= 0) acts alike, and -3 is one"),
 ]

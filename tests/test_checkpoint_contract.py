@@ -1,6 +1,7 @@
 """codist.rank.checkpoint's contract on real files (issue 29): what `save` writes and in which order,
 what `load` and `latest` accept and the one line each refusal gives, the RNG round trip, and
 `agreed_step` on a real 1-rank gloo world (its 2-rank agreement: tests/test_resume_agreement.py)."""
+import datetime
 import json
 import os
 import socket
@@ -26,6 +27,7 @@ def test_save_writes_the_files_then_the_index_and_keeps_only_the_newest_step(tmp
     old = run / "checkpoint" / "step-4"
     old.mkdir(parents=True)
     (old / "rank-0.pt").write_bytes(b"older")
+    (run / "checkpoint" / "step-3").write_text("a stray file: the cleanup cannot rmtree it, the save goes on")
     d = run / "checkpoint" / "step-8"
     calls = []
     _save(run, 8, 1, None, calls)   # a rank that is not its group's first: its own file only, no index
@@ -36,7 +38,7 @@ def test_save_writes_the_files_then_the_index_and_keeps_only_the_newest_step(tmp
     _save(run, 8, 0, {"group": 3, "w": torch.arange(4.0)}, calls)
     assert calls == [d / "group-3.pt", d / "rank-0.pt", "barrier", run / "checkpoint" / "latest.json", "barrier"]
     assert json.loads((run / "checkpoint" / "latest.json").read_text()) == {"step": 8, "run_id": RID}
-    assert sorted(p.name for p in (run / "checkpoint").iterdir()) == ["latest.json", "step-8"]   # step-4 gone
+    assert sorted(p.name for p in (run / "checkpoint").iterdir()) == ["latest.json", "step-3", "step-8"]   # step-4 gone
     assert checkpoint.latest(run, RID) == 8
     group, mine = checkpoint.load(run, 8, RID, 0, 3)
     assert group["run_id"] == RID and group["step"] == 8 and group["group"] == 3
@@ -97,6 +99,10 @@ def test_load_refuses_missing_corrupt_and_foreign_files_with_one_line(tmp_path):
         with pytest.raises(CheckpointError) as e:
             checkpoint.load(tmp_path, 8, RID, 0, 0)
         assert str(e.value) == f"{d / 'rank-0.pt'}: holds run {run_id} step {step}, expected run {RID} step 8"
+    # a pickle beyond tensors and plain containers (weights_only=True refuses it): corrupt, never executed
+    torch.save({"run_id": RID, "step": 8, "when": datetime.date(2026, 1, 1)}, d / "rank-0.pt")
+    with pytest.raises(CheckpointError, match="rank-0.pt: corrupt checkpoint file"):
+        checkpoint.load(tmp_path, 8, RID, 0, 0)
     torch.save({"run_id": RID, "step": 8, "x": 1}, d / "rank-0.pt")
     assert checkpoint.load(tmp_path, 8, RID, 0, 0)[1]["x"] == 1
 
@@ -108,6 +114,16 @@ def test_the_cpu_generator_round_trips():
     torch.rand(3)
     checkpoint.restore_rng(state, cpu)
     assert torch.equal(torch.rand(5), first)
+
+
+def test_a_gpu_checkpoint_resumes_on_the_cpu_without_touching_a_gpu_generator(monkeypatch):
+    set_on_gpu = []
+    monkeypatch.setattr(torch.cuda, "set_rng_state", lambda state, device: set_on_gpu.append(device))
+    cpu = torch.device("cpu")
+    state = {**checkpoint.rng_state(cpu), "cuda_rng": torch.zeros(16, dtype=torch.uint8)}
+    first = torch.rand(3)
+    checkpoint.restore_rng(state, cpu)
+    assert set_on_gpu == [] and torch.equal(torch.rand(3), first)
 
 
 def _one_rank(rank, port, run, out):
@@ -125,8 +141,9 @@ def _one_rank(rank, port, run, out):
         index.parent.mkdir(parents=True)
         index.write_text(json.dumps({"step": 0, "run_id": RID}))
         out["zero"] = checkpoint.agreed_step(run, RID, 0, meter, cpu)
-        index.write_text(json.dumps({"step": 12, "run_id": RID}))
-        out["twelve"] = checkpoint.agreed_step(run, RID, 0, meter, cpu)
+        for step in (1, 2, 12):   # small steps are steps, not the 'none' / 'failed' flags
+            index.write_text(json.dumps({"step": step, "run_id": RID}))
+            out[step] = checkpoint.agreed_step(run, RID, 0, meter, cpu)
         index.write_text("{")
         try:
             checkpoint.agreed_step(run, RID, 0, meter, cpu)
@@ -147,6 +164,6 @@ def test_agreed_step_on_one_rank_is_its_own_index(tmp_path):
         mp.start_processes(_one_rank, args=(port, tmp_path, out), nprocs=1, start_method="fork")
         got = dict(out)
     assert "failed" not in got, got.get("failed")
-    assert got["none"] is None and got["zero"] == 0 and got["twelve"] == 12
+    assert got["none"] is None and got["zero"] == 0 and (got[1], got[2], got[12]) == (1, 2, 12)
     assert got["error"].startswith(f"{tmp_path / 'checkpoint' / 'latest.json'}: unreadable checkpoint index")
-    assert got["control_calls"] == 4   # one broadcast per call, under control
+    assert got["control_calls"] == 6   # one broadcast per call, under control
