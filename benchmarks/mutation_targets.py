@@ -23,7 +23,8 @@ TARGETS: dict[str, dict] = {
                            "functions": ["effects", "offset_steps", "deterministic_verdict", "val_floor", "judge",
                                          "evaluate", "verdict_kind"]},
     "analysis/regime.py": {"tests": ["test_regime.py", "test_decision_rules.py", "test_claims.py", "test_claims_summary.py"]},
-    "analysis/comm_identity.py": {"tests": ["test_regime.py", "test_claims_summary.py"], "k": "identit or claims"},
+    "analysis/comm_identity.py": {"tests": ["test_comm_identity_contract.py", "test_regime.py", "test_claims_summary.py"],
+                                  "k": "identit or claims"},
     "src/codist/rank/distill.py": {"tests": ["test_distill.py"]},
     "src/codist/rank/optim.py": {"tests": ["test_schedule.py"]},
     # the byte formulas at p = 3, 4, every hook, unseen calls and the summary on one forked 4-rank world
