@@ -73,7 +73,12 @@ def test_values_that_cannot_work_fail_in_check(tmp_path, setting, message):
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(deep_update(TINY, {"parallel": {"world_size": 2, "models": 2},
                                                       "algorithm": {"name": "codistill"}})))
-    assert codist("check", str(path)).returncode == 0   # the default period (50) is not refused: not given
+    result = codist("check", str(path))   # the default period (50) is not refused, but said once
+    assert result.returncode == 0
+    assert [line for line in result.stderr.splitlines() if "note:" in line] == [
+        "codist: note: algorithm.exchange_every=50 (codistill's default) is more than train.steps=6: the models "
+        "never exchange in this run; set algorithm.exchange_every to at most 6 if they should"]
+    assert "note:" not in codist("check", str(path), "--set", "algorithm.exchange_every=6").stderr
     with pytest.raises(ConfigError, match=message):
         config.load(path, [setting])
     assert config.load(path, ["seed=2147483647"]).seed == 2147483647

@@ -62,13 +62,15 @@ def main(argv=None) -> int:
         from .datacheck import main as data_main
         return data_main(argv[1:])
     args = parser().parse_args(argv)
-    from .config import ConfigError, check_path_text, load
+    from .config import ConfigError, check_path_text, load, never_fires
     from .data_root import with_data_root
     from .launching.inputs import check_inputs
     from .launching.launch import check_fits, resolve_device, run
     try:
         # the data root made absolute here, so ranks started elsewhere read the same folder
         cfg = with_data_root(load(args.config, args.overrides), args.data_root)
+        if note := never_fires(cfg):
+            print(f"codist: {note}", file=sys.stderr)
         if args.command == "run":
             if args.out:   # written into the manifest and every rank's files
                 check_path_text("--out", args.out)

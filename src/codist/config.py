@@ -427,6 +427,19 @@ def check_path_text(label: str, path: str | os.PathLike) -> None:
                           f"use a path of UTF-8 characters") from None
 
 
+
+def never_fires(cfg: RunConfig) -> str | None:
+    """A note when the algorithm's default period is longer than the run (a chosen one is refused
+    by the schema): its exchange never happens, which a shortened `train.steps` makes easy to miss.
+    Said by `codist check` and `codist run`, not refused: the ranks reload the resolved config, and a
+    short run that never exchanges is a legitimate test of everything else."""
+    period = algorithm_registry.spec(cfg.algorithm.name).period
+    if not period or getattr(cfg.algorithm, period) <= cfg.train.steps:
+        return None
+    return (f"note: algorithm.{period}={getattr(cfg.algorithm, period)} ({cfg.algorithm.name}'s default) is more "
+            f"than train.steps={cfg.train.steps}: the models never exchange in this run; set "
+            f"algorithm.{period} to at most {cfg.train.steps} if they should")
+
 def to_dict(cfg: RunConfig) -> dict[str, Any]:
     return cfg.model_dump(mode="json")
 
