@@ -9,6 +9,7 @@ memories, post-local SGD's counters, codistillation's teachers) is used after th
 workload's only dropout is fairseq's (translation); its random numbers come from the same
 generator as the augmentation's.
 """
+import contextlib
 import shutil
 
 import pytest
@@ -93,3 +94,80 @@ def test_a_run_resumed_from_update_5_equals_the_uninterrupted_run(name, uninterr
     assert traffic(resumed) == traffic(ref)
 
 
+
+
+def _powersgd_over_buckets(rank, out):
+    """torch's PowerSGD hook on a DDP of several buckets, 6 updates straight, or 3, then a new DDP
+    (with the saved layout, or without) with the PowerSGD state carried over, then 3. One rank, in
+    a gloo group of 3 worker threads: the hook waits inside its futures' callbacks, which gloo runs
+    on those threads, and two buckets' chains can block gloo's default 2 (pytorch/pytorch#48478;
+    codist's PowerSGD on gloo uses one bucket: tests/test_powersgd_gloo.py)."""
+    import copy
+
+    import torch.distributed as dist
+    from torch import nn
+    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from codist.algorithms.ddp_baselines import bucket_layout, rebuilt_buckets
+    torch.set_num_threads(1)
+    options = dist.ProcessGroupGloo._Options()
+    options._threads, options._devices = 3, [dist.ProcessGroupGloo.create_default_device()]
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)   # a copied state's
+    store = dist.HashStore()
+    group = dist.ProcessGroup(store, 0, 1)
+    group._set_default_backend(dist.ProcessGroup.BackendType.GLOO)
+    group._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.GLOO,
+                            dist.ProcessGroupGloo(store, 0, 1, options))
+
+    def ddp_of(model, buckets=None, state=None):
+        with bucket_layout(buckets) if buckets else contextlib.nullcontext():
+            # a second bucket: conv's 2 tensors
+            ddp = DDP(model, process_group=group, bucket_cap_mb=0.004, init_sync=False)
+        state = state or psgd.PowerSGDState(process_group=None, matrix_approximation_rank=1, start_powerSGD_iter=2)
+        state.process_group = group   # a copied state names the default group
+        ddp.register_comm_hook(state, psgd.powerSGD_hook)
+        return ddp, state
+
+    def train(ddp, opt, updates):
+        for i in updates:
+            opt.zero_grad()
+            ddp(torch.randn(4, 3, 8, 8, generator=torch.Generator().manual_seed(i))).pow(2).sum().backward()
+            opt.step()
+
+    result = {}
+    for mode in ("straight", "saved layout", "new layout"):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Flatten(), nn.Linear(288, 64), nn.Linear(64, 5))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        ddp, state = ddp_of(model)
+        train(ddp, opt, range(6 if mode == "straight" else 3))
+        if mode != "straight":
+            buckets = rebuilt_buckets(ddp)
+            result["buckets"] = buckets
+            ddp.reducer._remove_autograd_hooks()
+            ddp, _ = ddp_of(model, buckets if mode == "saved layout" else None, copy.deepcopy(state))
+            try:
+                train(ddp, opt, range(3, 6))
+            except RuntimeError as e:   # the memories' sizes are those of the saved layout's buckets
+                result[mode] = str(e)
+                continue
+        result[mode] = [p.detach().clone() for p in model.parameters()]
+    torch.save(result, out)
+    dist.destroy_process_group()
+
+
+def test_a_ddp_built_with_the_saved_bucket_layout_continues_powersgd_exactly(tmp_path):
+    import torch.multiprocessing as mp
+    ranks = mp.spawn(_powersgd_over_buckets, args=(tmp_path / "out.pt",), nprocs=1, join=False)
+    try:
+        assert ranks.join(timeout=180), "the rank did not finish in 180 s (hung in gloo?)"
+    finally:
+        for process in ranks.processes:
+            if process.is_alive():
+                process.kill()
+    result = torch.load(tmp_path / "out.pt", weights_only=True)
+    assert result["buckets"] == [[5, 4, 3, 2], [0, 1]]   # gradient-ready order, conv's weight and bias apart
+    assert not isinstance(result["saved layout"], str), result["saved layout"]
+    assert all(torch.equal(a, b) for a, b in zip(result["straight"], result["saved layout"]))
+    assert "must match the size" in result["new layout"]   # as a restart without the layout did

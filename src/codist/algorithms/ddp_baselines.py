@@ -1,6 +1,7 @@
 """Extra baselines from torch.distributed's own toolbox, on torch DDP instead of DeepSpeed
 (`updates.DDPUpdate`): PowerSGD gradient compression and post-local SGD, each through its
-Python comm hook. Their checkpoints carry DDP's bucket layout, which a resumed run restores."""
+Python comm hook. Their checkpoints carry DDP's bucket layout, which a resumed run restores;
+PowerSGD on gloo reduces the whole model in one bucket (`PowerSGD.ddp_options`)."""
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -23,9 +24,14 @@ class DDPAlgorithm(Algorithm):
         from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
         return self.topo.dp_group, allreduce_hook
 
+    def ddp_options(self, model) -> dict:
+        """DistributedDataParallel's keyword arguments for `model` (none: DDP's defaults)."""
+        return {}
+
     def build_update(self, model):
         self.ddp_hook = self.comm_hook()
-        return DDPUpdate(self.cfg, model, self.ddp_group(), *self.ddp_hook)
+        self.ddp_layout = []   # the layout handed to a resumed run's DDP: in effect until DDP's own rebuild
+        return DDPUpdate(self.cfg, model, self.ddp_group(), *self.ddp_hook, **self.ddp_options(model))
 
     # DDP reduces its first update in one bucket in parameter order, then rebuilds its buckets once,
     # in the order the gradients became ready, and keeps that layout. A resumed process's DDP would
@@ -37,7 +43,9 @@ class DDPAlgorithm(Algorithm):
     # runs on the uninterrupted run's layout, and DDP's own rebuild after the first finds the same
     # order. torch has no call that sets a layout on a built DDP, so the DDP is built again.
     def checkpoint_state(self) -> dict:
-        return {**super().checkpoint_state(), "ddp_buckets": rebuilt_buckets(self.update.forward_module)}
+        # a resumed DDP runs on the given layout until its own rebuild (which finds the same order)
+        layout = rebuilt_buckets(self.update.forward_module) or self.ddp_layout
+        return {**super().checkpoint_state(), "ddp_buckets": layout}
 
     def load_checkpoint_state(self, state: dict) -> None:
         super().load_checkpoint_state(state)
@@ -50,17 +58,22 @@ class DDPAlgorithm(Algorithm):
         with bucket_layout(buckets):
             # init_sync off: the checkpoint has just set every rank's parameters (post-local SGD's
             # differ between groups of its world-wide DDP; a broadcast would overwrite them)
-            ddp = DistributedDataParallel(self.model, process_group=self.ddp_group(), init_sync=False)
+            ddp = DistributedDataParallel(self.model, process_group=self.ddp_group(), init_sync=False,
+                                          **self.ddp_options(self.model))
         ddp.register_comm_hook(*self.ddp_hook)
-        self.update.forward_module = ddp
+        self.update.forward_module, self.ddp_layout = ddp, buckets
 
 
 def rebuilt_buckets(ddp) -> list[list[int]]:
     """The parameter indices of each bucket of `ddp` as it rebuilt them, in reduction order, from
-    its logging data ("5 4 3 2, 0 1"); none before its rebuild. Checkpointed at update 1 (DDP
-    rebuilds before the next forward), a resumed run's update 2 runs on the first layout: a plain
-    all-reduce still, since torch asks start_powerSGD_iter > 1."""
+    its logging data ("5 4 3 2, 0 1"); none before its rebuild. DDP logs in a forward just before it
+    rebuilds (update 2's), so after update 2 the log is refreshed first. Checkpointed at update 1
+    (DDP rebuilds before the next forward), a resumed run's update 2 runs on the first layout: a
+    plain all-reduce still, since torch asks start_powerSGD_iter > 1."""
     data = ddp._get_ddp_logging_data()
+    if ddp._has_rebuilt_buckets and not data.get("has_rebuilt_buckets"):
+        ddp.logger.set_runtime_stats_and_log()
+        data = ddp._get_ddp_logging_data()
     if not data.get("has_rebuilt_buckets"):
         return []
     return [[int(i) for i in bucket.split()] for bucket in data["rebuilt_per_bucket_param_indices"].split(",")]
@@ -92,6 +105,19 @@ class PowerSGD(DDPAlgorithm):
             min_compression_rate=a.min_compression_rate, use_error_feedback=a.error_feedback,
             warm_start=a.warm_start, random_seed=self.cfg.seed)
         return self.powersgd_state, psgd.powerSGD_hook
+
+    # torch's PowerSGD hook waits, inside one all-reduce's future callback, for the next all-reduce
+    # (pytorch/pytorch#48478, open; the issue says NCCL's futures complete at once). Gloo runs
+    # such callbacks on its process group's 2 worker threads: with two buckets in flight both can
+    # block so, waiting for all-reduces no free thread will run (a hang, likelier the busier the
+    # machine: the suite's hung test), and the all-reduces they issue leave in whichever order the
+    # threads get there, which gloo pairs across ranks by order (an abort on sizes, or a hang). One
+    # bucket is one chain at a time: on gloo the whole model is reduced in one bucket.
+    def ddp_options(self, model) -> dict:
+        if dist.get_backend(self.ddp_group()) != "gloo":
+            return {}
+        grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+        return {"bucket_cap_mb": grad_bytes / 2**20 + 1}
 
     # P and Q are all-reduced, so the same on every rank of the group: with the group's state. The
     # error-feedback residuals are each rank's own (its gradient minus the approximation): per rank.

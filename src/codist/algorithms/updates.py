@@ -94,10 +94,10 @@ class LocalUpdate(TorchUpdate):
 class DDPUpdate(TorchUpdate):
     """`hook_state`, `hook`: as for `DistributedDataParallel.register_comm_hook`; `group`: the
     ranks whose gradients DDP reduces (None: the world). DDP's comm hooks reduce the fp32
-    gradients, and are counted at 4 bytes per value."""
+    gradients, and are counted at 4 bytes per value. `ddp_options`: DDP's own (bucket_cap_mb)."""
 
-    def __init__(self, cfg: RunConfig, model: nn.Module, group, hook_state, hook):
+    def __init__(self, cfg: RunConfig, model: nn.Module, group, hook_state, hook, **ddp_options):
         from torch.nn.parallel import DistributedDataParallel
-        ddp = DistributedDataParallel(model, process_group=group)
+        ddp = DistributedDataParallel(model, process_group=group, **ddp_options)
         ddp.register_comm_hook(hook_state, hook)
         super().__init__(cfg, model, forward_module=ddp)
