@@ -58,4 +58,12 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
      "NONE, FAILED = -1, - 3   # what rank 0 broadcasts when there is no checkpoint, or it could not read the index",
      "equivalent", "FAILED is only compared with the broadcast flag: any value other than NONE (-1) and every step "
      "(>= 0) acts alike, and -3 is one"),
+    ("analysis/comm_identity.py", "NumberReplacer", 'raise IdentityError(f"identity: {e.args[0]}") from None',
+     'raise IdentityError(f"identity: {e.args[ -1]}") from None', "equivalent",
+     "registry.lookup raises KeyError(message) with one argument: args[0] is args[-1]"),
+    ("analysis/comm_identity.py", "NumberReplacer",
+     'measured = float(table.loc[table["series"] == series, column(setting["algorithm"])].iloc[0])',
+     'measured = float(table.loc[table["series"] == series, column(setting["algorithm"])].iloc[ -1])', "equivalent",
+     "a series' rows are its seeds, whose bytes per rank-update are the same (the traffic follows from the config, "
+     "not the seed: claims.py's 'bytes are the same on every seed'), so the first row's value is the last's"),
 ]
