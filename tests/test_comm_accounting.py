@@ -3,6 +3,7 @@ codist.rank.comm at p = 3 and 4 on a real 4-rank gloo world, each hooked torch.d
 counted once with its payload, tier and category, what the meter did not see, and the counters'
 round trip through a checkpoint tensor and summary.json's comm section. Expected values are worked
 out by hand in the comments (the module docstring's formulas), never by calling the meter."""
+import datetime
 import os
 import socket
 import traceback
@@ -113,7 +114,8 @@ def _hooked(rank, g3, gx):
 def _rank(rank, port, out):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=4)
+    # a collective a rank never joins fails after 20 s, not gloo's 30 minutes (a mutant can strand a recv)
+    dist.init_process_group("gloo", rank=rank, world_size=4, timeout=datetime.timedelta(seconds=20))
     g3, gx = dist.new_group([0, 1, 2]), dist.new_group([2, 3])
     g3 = g3 if rank < 3 else None
     gx = gx if rank >= 2 else None
