@@ -105,9 +105,18 @@ def _hooked(rank, g3, gx):
         gx.allreduce([torch.ones(3)]).wait()               # a process group's own method: no hook sees it
     got["unseen_after"] = meter.unseen_calls()
     got["as_tensor_unseen"] = meter.as_tensor()[CATEGORIES.index("unseen")].tolist()
-    with pytest.raises(CollectiveDeviceError):
-        CommMeter(rank, MODEL_OF, torch.device("meta")).install_hooks()   # now the active meter: wrong device
-        dist.all_reduce(torch.ones(2))
+    CommMeter(rank, MODEL_OF, torch.device("meta")).install_hooks()   # now the active meter: CPU is the wrong device
+    calls = [lambda: dist.all_reduce(torch.ones(2))]
+    if gx is not None:   # the C++ bindings' wrappers check too, before anything runs
+        calls += [lambda: dist._broadcast_coalesced(gx, [torch.ones(2)], 1 << 20, 0),
+                  lambda: dist._verify_params_across_processes(gx, [torch.ones(2)])]
+    got["refused"] = []
+    for call in calls:
+        try:
+            call()
+            got["refused"].append(False)
+        except CollectiveDeviceError:
+            got["refused"].append(True)
     return got
 
 
@@ -139,6 +148,85 @@ def world():
         if isinstance(value, str):
             pytest.fail(f"rank {key[0]} {key[1]}: {value}", pytrace=False)
     return got
+
+
+def test_category_blocks_restore_the_previous_one_and_reject_unknown_names():
+    m = CommMeter(0, [0])
+    with pytest.raises(KeyError):
+        with m.category("eval"):
+            assert m.current == "eval"
+            raise KeyError("inside")
+    assert m.current == "setup"
+    with pytest.raises(ValueError, match="unknown communication category 'gossip'"):
+        with m.category("gossip"):
+            pass
+    assert m.current == "setup"
+
+
+def test_tiers_and_device_check_without_a_world():
+    m = CommMeter(0, [0, 0, 1], torch.device("meta"))
+    assert m._tier([0, 1]) == "within" and m._tier([1]) == "within" and m._tier([1, 2]) == "between"
+    m.check_device("all_reduce", [torch.empty(2, device="meta")])
+    with pytest.raises(CollectiveDeviceError) as e:
+        m.check_device("broadcast", [torch.empty(2, device="meta"), torch.zeros(2)])
+    assert str(e.value).startswith("codist: a 'setup' broadcast at tests/test_comm_accounting.py:")
+    assert "got a tensor on cpu, but this run's collectives need the run's device meta" in str(e.value)
+
+
+def test_a_group_that_does_not_number_its_collectives_gives_no_count():
+    class Unnumbered:
+        def _get_sequence_number_for_group(self):
+            raise RuntimeError("this backend does not number its collectives")
+    assert comm._numbered(Unnumbered(), lambda: "out") == ("out", None)
+    assert comm._numbered(object(), lambda: "out") == ("out", None)
+
+
+def test_counters_round_trip_through_the_checkpoint_tensor_and_sum_by_category_and_tier():
+    m = CommMeter(0, [0, 1])
+    m.counts[("grad_allreduce", "within")] = Counter(10, 11, 1)
+    m.counts[("param_exchange", "between")] = Counter(20, 21, 2)
+    m.counts[("eval", "between")] = Counter(40, 41, 4)
+    m.counts[("control", "within")] = Counter(0, 0, 3)
+    t = m.as_tensor()
+    assert t.shape == (len(CATEGORIES), 2, 3) and t.dtype == torch.int64
+    assert t[CATEGORIES.index("param_exchange"), 1].tolist() == [20, 21, 2]
+    assert t[CATEGORIES.index("control"), 0].tolist() == [0, 0, 3]
+    back = CommMeter(0, [0, 1])
+    back.counts[("setup", "within")] = Counter(1, 1, 1)          # replaced, not added to
+    back.load_tensor(t)
+    assert dict(back.counts) == dict(m.counts)
+    old = CommMeter(0, [0, 1])
+    old.load_tensor(t[:-1])                                          # a checkpoint from before "unseen"
+    assert dict(old.counts) == dict(m.counts)
+    # training categories only by default (eval and control left out); a tier narrows it
+    assert m.sent_bytes() == 30
+    assert m.sent_bytes(tier="between") == 20 and m.sent_bytes(tier="within") == 10
+    assert m.sent_bytes(categories=("eval",)) == 40
+
+
+def test_summary_divides_by_ranks_and_updates_and_flags_unseen_calls(capsys):
+    t = torch.zeros(len(CATEGORIES), 2, 3, dtype=torch.int64)
+    t[CATEGORIES.index("grad_allreduce"), 0] = torch.tensor([800, 700, 8])
+    t[CATEGORIES.index("model_average"), 0] = torch.tensor([100, 90, 1])
+    t[CATEGORIES.index("model_average"), 1] = torch.tensor([300, 310, 3])
+    t[CATEGORIES.index("eval"), 1] = torch.tensor([5000, 5000, 2])
+    t[CATEGORIES.index("control"), 0] = torch.tensor([0, 0, 6])      # calls only: still listed
+    s = summarize(t, world_size=4, updates=5)
+    assert set(s["by_category"]) == {"grad_allreduce", "model_average", "eval", "control"}
+    ma = s["by_category"]["model_average"]
+    assert ma == {"sent_bytes_all_ranks": 400, "recv_bytes_all_ranks": 400, "within_group_sent_bytes": 100,
+                  "between_group_sent_bytes": 300, "calls_all_ranks": 4,
+                  "sent_bytes_per_rank_per_update": 400 / 4 / 5}
+    assert s["training_sent_bytes_all_ranks"] == 1200                 # eval is not training traffic
+    assert s["training_sent_bytes_per_rank_per_update"] == 1200 / 4 / 5
+    assert s["between_group_sent_bytes_per_rank_per_update"] == 300 / 4 / 5
+    assert s["unseen_collectives_all_ranks"] == 0 and capsys.readouterr().err == ""
+    t[CATEGORIES.index("unseen"), 0, 2] = 2
+    t[CATEGORIES.index("unseen"), 1, 2] = 1
+    s = summarize(t, world_size=4, updates=5)
+    assert s["unseen_collectives_all_ranks"] == 3
+    assert s["by_category"]["unseen"]["calls_all_ranks"] == 3
+    assert "did not see 3 collective call(s)" in capsys.readouterr().err
 
 
 def test_byte_formulas_at_three_and_four_ranks(world):
@@ -195,74 +283,4 @@ def test_each_hooked_collective_is_counted_once_with_its_payload(world):
     assert [h[r]["unseen_before"] for r in range(4)] == [0, 0, 0, 0]
     assert [h[r]["unseen_after"] for r in range(4)] == [0, 0, 1, 1]
     assert h[2]["as_tensor_unseen"] == [[0, 0, 1], [0, 0, 0]]
-
-
-def test_category_blocks_restore_the_previous_one_and_reject_unknown_names():
-    m = CommMeter(0, [0])
-    with pytest.raises(KeyError):
-        with m.category("eval"):
-            assert m.current == "eval"
-            raise KeyError("inside")
-    assert m.current == "setup"
-    with pytest.raises(ValueError, match="unknown communication category 'gossip'"):
-        with m.category("gossip"):
-            pass
-    assert m.current == "setup"
-
-
-def test_tiers_and_device_check_without_a_world():
-    m = CommMeter(0, [0, 0, 1], torch.device("meta"))
-    assert m._tier([0, 1]) == "within" and m._tier([1]) == "within" and m._tier([1, 2]) == "between"
-    m.check_device("all_reduce", [torch.empty(2, device="meta")])
-    with pytest.raises(CollectiveDeviceError) as e:
-        m.check_device("broadcast", [torch.empty(2, device="meta"), torch.zeros(2)])
-    assert str(e.value).startswith("codist: a 'setup' broadcast at tests/test_comm_accounting.py:")
-    assert "got a tensor on cpu, but this run's collectives need the run's device meta" in str(e.value)
-
-
-def test_counters_round_trip_through_the_checkpoint_tensor_and_sum_by_category_and_tier():
-    m = CommMeter(0, [0, 1])
-    m.counts[("grad_allreduce", "within")] = Counter(10, 11, 1)
-    m.counts[("param_exchange", "between")] = Counter(20, 21, 2)
-    m.counts[("eval", "between")] = Counter(40, 41, 4)
-    m.counts[("control", "within")] = Counter(0, 0, 3)
-    t = m.as_tensor()
-    assert t.shape == (len(CATEGORIES), 2, 3) and t.dtype == torch.int64
-    assert t[CATEGORIES.index("param_exchange"), 1].tolist() == [20, 21, 2]
-    assert t[CATEGORIES.index("control"), 0].tolist() == [0, 0, 3]
-    back = CommMeter(0, [0, 1])
-    back.counts[("setup", "within")] = Counter(1, 1, 1)          # replaced, not added to
-    back.load_tensor(t)
-    assert dict(back.counts) == dict(m.counts)
-    old = CommMeter(0, [0, 1])
-    old.load_tensor(t[:-1])                                          # a checkpoint from before "unseen"
-    assert dict(old.counts) == dict(m.counts)
-    # training categories only by default (eval and control left out); a tier narrows it
-    assert m.sent_bytes() == 30
-    assert m.sent_bytes(tier="between") == 20 and m.sent_bytes(tier="within") == 10
-    assert m.sent_bytes(categories=("eval",)) == 40
-
-
-def test_summary_divides_by_ranks_and_updates_and_flags_unseen_calls(capsys):
-    t = torch.zeros(len(CATEGORIES), 2, 3, dtype=torch.int64)
-    t[CATEGORIES.index("grad_allreduce"), 0] = torch.tensor([800, 700, 8])
-    t[CATEGORIES.index("model_average"), 0] = torch.tensor([100, 90, 1])
-    t[CATEGORIES.index("model_average"), 1] = torch.tensor([300, 310, 3])
-    t[CATEGORIES.index("eval"), 1] = torch.tensor([5000, 5000, 2])
-    t[CATEGORIES.index("control"), 0] = torch.tensor([0, 0, 6])      # calls only: still listed
-    s = summarize(t, world_size=4, updates=5)
-    assert set(s["by_category"]) == {"grad_allreduce", "model_average", "eval", "control"}
-    ma = s["by_category"]["model_average"]
-    assert ma == {"sent_bytes_all_ranks": 400, "recv_bytes_all_ranks": 400, "within_group_sent_bytes": 100,
-                  "between_group_sent_bytes": 300, "calls_all_ranks": 4,
-                  "sent_bytes_per_rank_per_update": 400 / 4 / 5}
-    assert s["training_sent_bytes_all_ranks"] == 1200                 # eval is not training traffic
-    assert s["training_sent_bytes_per_rank_per_update"] == 1200 / 4 / 5
-    assert s["between_group_sent_bytes_per_rank_per_update"] == 300 / 4 / 5
-    assert s["unseen_collectives_all_ranks"] == 0 and capsys.readouterr().err == ""
-    t[CATEGORIES.index("unseen"), 0, 2] = 2
-    t[CATEGORIES.index("unseen"), 1, 2] = 1
-    s = summarize(t, world_size=4, updates=5)
-    assert s["unseen_collectives_all_ranks"] == 3
-    assert s["by_category"]["unseen"]["calls_all_ranks"] == 3
-    assert "did not see 3 collective call(s)" in capsys.readouterr().err
+    assert h[0]["refused"] == [True] and h[2]["refused"] == h[3]["refused"] == [True, True, True]
