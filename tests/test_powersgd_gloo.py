@@ -3,7 +3,8 @@ futures' callbacks (pytorch/pytorch#48478), which gloo runs on its 2 worker thre
 several buckets it hung (1 rank) or aborted on a collective mismatch (2 ranks: "op.preamble.length
 <= op.nbytes"); codist reduces such a model in one bucket on gloo (ddp_baselines.PowerSGD.ddp_options).
 Its checkpoint right after DDP's bucket rebuild (update 2, which DDP's log records only at the
-next forward) carries the rebuilt layout, and a run resumed there equals the uninterrupted one."""
+next forward) carries the rebuilt layout, and a run resumed there equals the uninterrupted one; a
+resumed DDP's checkpoints name the layout it was given until its own rebuild."""
 import shutil
 
 import pytest
@@ -39,3 +40,48 @@ def test_powersgd_on_gloo_reduces_a_model_over_1_mib_in_one_bucket_and_resumes_a
     for file in models:
         a, b = (torch.load(run / file, weights_only=True) for run in (ref, resumed))
         assert all(torch.equal(a[k], b[k]) for k in a), file
+
+
+def _layouts_around_a_relayout(rank, out):
+    """One gloo rank: codist's PowerSGD set up as a run sets it up, 3 updates, its checkpoint state
+    loaded back (the resumed run's DDP built with the saved layout), then the layout each checkpoint
+    names before and after that DDP's first 3 updates."""
+    import torch.distributed as dist
+
+    from codist import config
+    from codist.algorithms import TrainContext, build_algorithm
+    from codist.rank.comm import CommMeter
+    from codist.rank.distributed import topology
+    from codist.workloads import build_workload
+    from conftest import TINY, deep_update
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    cfg = config.validate(deep_update(TINY, {"algorithm": {"name": "powersgd", "start_iter": 2}}))
+    topo = topology(1)
+    algo = build_algorithm(TrainContext(cfg, topo, CommMeter(0, topo.model_of()),
+                                        build_workload(cfg.workload, cfg.seed), torch.device("cpu")))
+    algo.setup()
+
+    def update(i):
+        algo.optimizer.zero_grad()
+        algo.update.forward_module(torch.randn(4, 3, 32, 32, generator=torch.Generator().manual_seed(i))).sum().backward()
+        algo.optimizer.step()
+    layouts = []
+    for i in range(3):
+        update(i)
+        layouts.append(algo.checkpoint_state()["ddp_buckets"])
+    algo.load_checkpoint_state(algo.checkpoint_state())
+    for i in range(3, 6):
+        layouts.append(algo.checkpoint_state()["ddp_buckets"])
+        update(i)
+    layouts.append(algo.checkpoint_state()["ddp_buckets"])
+    torch.save(layouts, out)
+    dist.destroy_process_group()
+
+
+def test_checkpoints_name_the_rebuilt_layout_from_update_2_on_and_a_resumed_ddps_given_one(tmp_path):
+    import torch.multiprocessing as mp
+    mp.spawn(_layouts_around_a_relayout, args=(tmp_path / "layouts.pt",), nprocs=1)
+    first, second, third, *resumed = torch.load(tmp_path / "layouts.pt", weights_only=True)
+    assert first == [] and second and len(second) == 1   # rebuilt in update 2's forward: one bucket
+    assert third == second and resumed == [second] * 4   # the resumed DDP: given, then its own rebuild
