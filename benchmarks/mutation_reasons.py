@@ -66,4 +66,7 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
      'measured = float(table.loc[table["series"] == series, column(setting["algorithm"])].iloc[ -1])', "equivalent",
      "a series' rows are its seeds, whose bytes per rank-update are the same (the traffic follows from the config, "
      "not the seed: claims.py's 'bytes are the same on every seed'), so the first row's value is the last's"),
+    ("src/codist/rank/comm.py", "ReplaceComparisonOperator_Gt_GtE",
+     "return 2 * (p - 1) * payload // p if p > 1 else 0", "return 2 * (p - 1) * payload // p if p >= 1 else 0",
+     "equivalent", "p = 1: 2 x 0 x payload // 1 = 0, as the else branch; a group has at least one rank, so p >= 1"),
 ]

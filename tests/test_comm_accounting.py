@@ -105,6 +105,12 @@ def _hooked(rank, g3, gx):
         gx.allreduce([torch.ones(3)]).wait()               # a process group's own method: no hook sees it
     got["unseen_after"] = meter.unseen_calls()
     got["as_tensor_unseen"] = meter.as_tensor()[CATEGORIES.index("unseen")].tolist()
+    # the meter's own wrappers are synchronous unless asked: each returns None, its result in place
+    parts = [torch.zeros(2) for _ in range(4)]
+    returned = [meter.all_reduce(torch.ones(2)), meter.broadcast(torch.ones(2), src=0),
+                meter.all_gather(parts, torch.full((2,), float(rank))), meter.barrier()]
+    got["synchronous"] = [r is None for r in returned]
+    got["parts"] = [float(t[0]) for t in parts]
     CommMeter(rank, MODEL_OF, torch.device("meta")).install_hooks()   # now the active meter: CPU is the wrong device
     calls = [lambda: dist.all_reduce(torch.ones(2))]
     if gx is not None:   # the C++ bindings' wrappers check too, before anything runs
@@ -211,8 +217,10 @@ def test_summary_divides_by_ranks_and_updates_and_flags_unseen_calls(capsys):
     t[CATEGORIES.index("model_average"), 1] = torch.tensor([300, 310, 3])
     t[CATEGORIES.index("eval"), 1] = torch.tensor([5000, 5000, 2])
     t[CATEGORIES.index("control"), 0] = torch.tensor([0, 0, 6])      # calls only: still listed
+    t[CATEGORIES.index("control"), 1] = torch.tensor([0, 0, 6])
     s = summarize(t, world_size=4, updates=5)
     assert set(s["by_category"]) == {"grad_allreduce", "model_average", "eval", "control"}
+    assert s["by_category"]["control"]["calls_all_ranks"] == 12
     ma = s["by_category"]["model_average"]
     assert ma == {"sent_bytes_all_ranks": 400, "recv_bytes_all_ranks": 400, "within_group_sent_bytes": 100,
                   "between_group_sent_bytes": 300, "calls_all_ranks": 4,
@@ -284,3 +292,4 @@ def test_each_hooked_collective_is_counted_once_with_its_payload(world):
     assert [h[r]["unseen_after"] for r in range(4)] == [0, 0, 1, 1]
     assert h[2]["as_tensor_unseen"] == [[0, 0, 1], [0, 0, 0]]
     assert h[0]["refused"] == [True] and h[2]["refused"] == h[3]["refused"] == [True, True, True]
+    assert all(h[r]["synchronous"] == [True] * 4 and h[r]["parts"] == [0.0, 1.0, 2.0, 3.0] for r in range(4))
