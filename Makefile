@@ -39,8 +39,8 @@ lock:
 	$(BIN)/python env/conda_env.py   # env/environment.yml: the lock's pins inline
 
 # Two pytest-xdist workers, a test file per worker at a time (a file's module fixtures, its second
-# user, its warm servers stay in one process): the suite's runs leave a core idle about a third of
-# the time on a 2-core machine (README, "Tests"). XDIST= runs it in one process.
+# user, its warm servers stay in one process): in one process the quiet suite took 657 s at a load
+# average of about 1.3 on 2 cores, a core idle about a third of the time. XDIST= runs it in one process.
 XDIST ?= -n 2 --dist loadfile
 test: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python -m pytest -q $(XDIST)

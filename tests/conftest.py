@@ -35,14 +35,17 @@ def session_warm_servers(tmp_path_factory):
     """One runtime folder for the session's warm servers (every `codist run` of the tests, in this
     process or a child, finds them there); they are killed at the end. The generated-data cache
     (`generated_cache`) is the session's own too, so the suite never writes to ~/.cache: the ranks
-    read it at run time from `codist run`'s environment, which the warm server hands them."""
-    folder = tmp_path_factory.mktemp("xdg")
+    read it at run time from `codist run`'s environment, which the warm server hands them. The
+    runtime folder is a short one in the temp directory (a socket's path has at most 107 bytes;
+    pytest's base folder under xdist and a long TMPDIR would leave too few)."""
+    folder = Path(tempfile.mkdtemp(prefix="xdg-"))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("XDG_RUNTIME_DIR", str(folder))
         patch.setenv("CODIST_CACHE_DIR", str(tmp_path_factory.mktemp("generated")))
         yield
     from codist.launching.warm_client import stop_servers
     stop_servers(folder, signal.SIGKILL)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 class _InParentEnv:

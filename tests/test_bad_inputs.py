@@ -76,8 +76,8 @@ def test_values_that_cannot_work_fail_in_check(tmp_path, setting, message):
     result = codist("check", str(path))   # the default period (50) is not refused, but said once
     assert result.returncode == 0
     assert [line for line in result.stderr.splitlines() if "note:" in line] == [
-        "codist: note: algorithm.exchange_every=50 (codistill's default) is more than train.steps=6: the models "
-        "never exchange in this run; set algorithm.exchange_every to at most 6 if they should"]
+        "codist: note: algorithm.exchange_every=50 (codistill's default) is more than train.steps=6: the run "
+        "ends before the algorithm's first exchange; set algorithm.exchange_every to at most 6 if it should have one"]
     assert "note:" not in codist("check", str(path), "--set", "algorithm.exchange_every=6").stderr
     with pytest.raises(ConfigError, match=message):
         config.load(path, [setting])

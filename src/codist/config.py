@@ -427,7 +427,6 @@ def check_path_text(label: str, path: str | os.PathLike) -> None:
                           f"use a path of UTF-8 characters") from None
 
 
-
 def never_fires(cfg: RunConfig) -> str | None:
     """A note when the algorithm's default period is longer than the run (a chosen one is refused
     by the schema): its exchange never happens, which a shortened `train.steps` makes easy to miss.
@@ -437,8 +436,9 @@ def never_fires(cfg: RunConfig) -> str | None:
     if not period or getattr(cfg.algorithm, period) <= cfg.train.steps:
         return None
     return (f"note: algorithm.{period}={getattr(cfg.algorithm, period)} ({cfg.algorithm.name}'s default) is more "
-            f"than train.steps={cfg.train.steps}: the models never exchange in this run; set "
-            f"algorithm.{period} to at most {cfg.train.steps} if they should")
+            f"than train.steps={cfg.train.steps}: the run ends before the algorithm's first exchange; set "
+            f"algorithm.{period} to at most {cfg.train.steps} if it should have one")
+
 
 def to_dict(cfg: RunConfig) -> dict[str, Any]:
     return cfg.model_dump(mode="json")
