@@ -257,9 +257,10 @@ def measure(module: str, spec: dict, work: Path, tree: Path, sock: Path, args, c
     return rows, summary
 
 
-def harvest(work: Path, commit: str, out: Path) -> None:
+def harvest(work: Path, commit: str, out: Path, survivors: bool = False) -> None:
     """Rows of the mutants an interrupted run (its work folder) has measured so far, per module; the
-    summary's `rerun` says 'partial: k of n' (the others not measured)."""
+    summary's `rerun` says 'partial: k of n' (the others not measured). `survivors`: the run was a
+    --survivors run, so the earlier rows it skipped (killed before) are kept beside its own."""
     summary_path = out.with_name(out.stem + "_summary.csv")
     for cfg in sorted(work.glob("*.toml")):
         module = re.search(r'module-path = "([^"]+)"', cfg.read_text()).group(1)
@@ -269,15 +270,25 @@ def harvest(work: Path, commit: str, out: Path) -> None:
         planned = sum(1 for line in dump.splitlines()
                       if (json.loads(line)[1] or {}).get("worker_outcome") != "skipped")
         rows = rows_of(module, dump)
+        measured = len(rows)
         source = subprocess.run(["git", "show", f"{commit}:{module}"], cwd=ROOT, check=True, capture_output=True).stdout
+        before = previous(module, out, source.decode()) if survivors else None
+        if survivors and before is None:
+            raise SystemExit(f"{module}: no earlier rows of these mutation sites in {out} to keep beside the rerun's")
+        if before is not None:
+            rerun = {(r["operator"], int(r["occurrence"])) for r in rows}
+            rows = sorted(rows + [{k: r[k] for k in FIELDS} for r in before
+                                  if (r["operator"], int(r["occurrence"])) not in rerun],
+                          key=lambda r: (int(r["line"]), r["operator"], int(r["occurrence"])))
         summary = summarise(module, rows, TARGETS[module], math.nan, timeout, math.nan, commit)
         command = re.search(r'test-command = "(.*)"', cfg.read_text()).group(1)
         summary["tests"] = command.split("no:cacheprovider ", 1)[1].replace("tests/", "").replace('\\"', '"')
         summary.update(module_sha256=hashlib.sha256(source).hexdigest(),
-                       rerun="all" if len(rows) == planned else f"partial: {len(rows)} of {planned}")
+                       rerun=("survivors and unreached mutants of the earlier run: " if before is not None else "")
+                       + ("all" if measured == planned else f"partial: {measured} of {planned}"))
         merge_csv(out, FIELDS, rows, {module})
         merge_csv(summary_path, SUMMARY_FIELDS, [summary], {module})
-        print(f"{module}: {len(rows)} of {planned} mutants measured, score {summary['score']}")
+        print(f"{module}: {measured} of {planned} mutants measured ({len(rows)} rows), score {summary['score']}")
 
 
 def review(out: Path) -> None:
@@ -316,7 +327,8 @@ def main(argv=None) -> int:
                     help="skip the mutants the last run of the same source killed: run its survivors (after adding "
                          "tests) and those it did not reach")
     ap.add_argument("--review", action="store_true", help="apply mutation_reasons.py to the rows of --out, rerun nothing")
-    ap.add_argument("--harvest", type=Path, help="the work folder of an interrupted run: write what it measured")
+    ap.add_argument("--harvest", type=Path, help="the work folder of an interrupted run: write what it measured "
+                                                 "(with --survivors: of an interrupted --survivors run)")
     ap.add_argument("--commit", help="with --harvest: the commit that run copied")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "mutation.csv")
     args = ap.parse_args(argv)
@@ -329,7 +341,7 @@ def main(argv=None) -> int:
         return 0
     if args.harvest:
         os.environ["PATH"] = f"{args.cosmic_ray}:{os.environ['PATH']}"
-        harvest(args.harvest, args.commit, args.out)
+        harvest(args.harvest, args.commit, args.out, args.survivors)
         return 0
     summary_path = args.out.with_name(args.out.stem + "_summary.csv")
     work = Path(tempfile.mkdtemp(prefix="codist-mutation-"))
