@@ -69,4 +69,17 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
     ("src/codist/rank/comm.py", "ReplaceComparisonOperator_Gt_GtE",
      "return 2 * (p - 1) * payload // p if p > 1 else 0", "return 2 * (p - 1) * payload // p if p >= 1 else 0",
      "equivalent", "p = 1: 2 x 0 x payload // 1 = 0, as the else branch; a group has at least one rank, so p >= 1"),
+    ("src/codist/rank/comm.py", "ReplaceOrWithAnd", "if sent or recv or calls:", "if sent and recv or calls:",
+     "equivalent", "record adds 1 call with every byte it counts, so a row with bytes has calls >= 1: calls alone "
+     "decides both conditions"),
+    ("src/codist/rank/comm.py", "NumberReplacer", 'hook("barrier", "barrier", lambda a: 0, lambda a: [])',
+     'hook("barrier", "barrier", lambda a: 1, lambda a: [])', "equivalent",
+     "record's barrier branch sets sent = recv = 0 whatever the payload it is given"),
+    ("src/codist/rank/comm.py", "ReplaceContinueWithBreak", "continue", "break", "accepted",
+     "unseen_calls skips groups of other backends (NCCL); every process group a CPU machine can make here is gloo, "
+     "so which of continue or break ends the skip cannot show; a GPU run's mixed gloo/NCCL groups would"),
+    ("src/codist/rank/comm.py", "NumberReplacer", "max(1, ran or 1))", "max(1, ran or 2))", "accepted",
+     "differs only where the group ran no collective for the call (an empty tensor list, which DDP never passes) or "
+     "does not number its collectives (NCCL): the group's seen count then grows by 2, not 1, which only lowers a "
+     "later unseen count already clamped there; DDP's calls always run at least one numbered broadcast"),
 ]
