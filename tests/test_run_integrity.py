@@ -78,6 +78,8 @@ def test_a_replaced_directory_gets_nothing_more(tmp_path, eval_every):
     rc, out = stopped(proc)
     assert rc == 1, out
     assert f"{run} was replaced while this run was writing to it" in out, out
+    assert f"could not record how they ended: the run directory {run} was removed or replaced" in out, out
+    assert "never started" not in out, out   # what codist run's closing line said before
     if eval_every != 2:
         assert "stopped after update" in out, out
     assert not {p.name for p in run.iterdir()} & {"metrics.jsonl", "summary.json", "checkpoint", "manifest.json"}
@@ -217,6 +219,9 @@ def test_a_run_on_a_full_disk_stops_in_one_line_with_its_last_checkpoint_whole(t
     assert rc == 1, out
     assert re.search(rf"^codist: rank 0: cannot [a-zA-Z ]+ {run}/\S+ \(ENOSPC: No space left on "
                      rf"device\)$", out, re.M), out
+    # codist run's closing line gives the disk as the reason, not a guess (it said "killed, or out of memory?")
+    assert f"could not record how they ended: the file system holding {run} is full" in out, out
+    assert "out of memory" not in out and "never started" not in out, out
     assert not (run / "summary.json").exists() and not list(run.rglob("*.tmp"))
     step = json.loads((run / "checkpoint" / "latest.json").read_text())["step"]
     assert {p.name for p in (run / "checkpoint" / f"step-{step}").iterdir()} == {"group-0.pt", "rank-0.pt"}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from ..exits import EXIT_DIVERGED, EXIT_FAILED, EXIT_PREEMPTED, forwarding_stop_signals
 from ..owner import proc_stat
+from ..runlog import LOCK
 
 STOP_GRACE_S = 120.0   # the root gone, the rest of its tree: this long to checkpoint and exit, then SIGKILL
 
@@ -108,22 +110,42 @@ def diagnose(out: Path, world: int, returncode: int) -> str:
     """Name the rank(s) that ended the run, from what each rank wrote under RUN/.ranks/.
 
     A rank still marked running after its tree exited died without raising (SIGKILL, out of
-    memory): it is the cause, and the errors of the others (connection reset) its consequence."""
+    memory): it is the cause, and the errors of the others (connection reset) its consequence;
+    unless the run directory was lost or its disk filled (`storage_lost`): then the ranks could not
+    write how they ended, and their own line above names the file."""
     reports = rank_reports(out)
     missing = [r for r in range(world) if r not in reports]
     died = sorted((r for r, info in reports.items() if info.get("state") == "running"),
                   key=lambda r: reports[r]["unix"])
     errors = [f"rank {r} failed: {info['error']}" for r, info in reports.items() if info.get("state") == "error"]
     parts = []
-    if missing:
-        parts.append(f"rank(s) {missing} never started")
-    parts += [f"rank {r} died without an error at update {reports[r]['step']} (killed, or out of memory?)"
-              for r in died]
+    lost = storage_lost(out) if missing or died else None
+    if lost:   # the ranks' own line (above) names the file; their state files could not be written
+        parts.append(f"rank(s) {sorted(missing + died)} could not record how they ended: {lost}")
+    else:
+        if missing:
+            parts.append(f"rank(s) {missing} never started")
+        parts += [f"rank {r} died without an error at update {reports[r]['step']} (killed, or out of memory?)"
+                  for r in died]
     if errors:
         parts.append(("then " if died else "") + "; ".join(errors))
     failed = died + [r for r, info in reports.items() if info.get("state") == "error"]
     text = "; ".join(parts) + f" (launcher exit code {returncode})" if parts else f"launcher exit code {returncode}"
     return text + "".join(log_tail(out, r) for r in failed if r != 0)   # rank 0's output is above already
+
+
+def storage_lost(out: Path) -> str | None:
+    """Why ranks may have ended without writing their state under RUN/.ranks/: the run directory
+    removed or replaced (its lock file, which `codist run` holds until the end, is gone with it), or
+    its file system full (under 1 MiB free)."""
+    if not (out / LOCK).is_file():
+        return f"the run directory {out} was removed or replaced while the run was writing to it"
+    try:
+        if shutil.disk_usage(out).free < 2**20:
+            return f"the file system holding {out} is full"
+    except OSError:
+        pass
+    return None
 
 
 def log_tail(out: Path, rank: int, lines: int = 8) -> str:
