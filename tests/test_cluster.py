@@ -163,11 +163,11 @@ def test_hostnames_without_a_configured_scontrol_falls_back(monkeypatch):
 def test_srun_line_for_two_and_sixteen_nodes(tmp_path):
     entry = ["codist.rank.train", "--config", "C", "--out", "O"]
     for world, nodes in ((16, 2), (128, 16)):
-        cmd = srun_command(gpu_cfg(world), "cuda", entry, 1234, "4711")
+        cmd = srun_command(gpu_cfg(world), "cuda", entry, "4711")
         assert cmd == ["srun", "--nodes", str(nodes), "--ntasks", str(world), "--ntasks-per-node", "8",
                        "--cpus-per-task", "6", "--gpus-per-task=1", "--kill-on-bad-exit=0", "--wait=60",
                        f"--export=ALL,MASTER_PORT={job_port(4711)},CODIST_OWNER=", PY, "-m", *entry]
-    assert srun_command(gpu_cfg(16, master_port=29999), "cuda", entry, 1, "4711")[12] == \
+    assert srun_command(gpu_cfg(16, master_port=29999), "cuda", entry, "4711")[12] == \
         "--export=ALL,MASTER_PORT=29999,CODIST_OWNER="
 
 

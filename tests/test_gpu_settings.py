@@ -105,8 +105,8 @@ def test_the_srun_line_binds_one_gpu_per_gpu_rank_only():
     entry = ["codist.rank.train", "--config", "C", "--out", "O"]
     gpu = config.validate({"parallel": {"world_size": 16}, "launch": {"device": "cuda"}})
     cpu = config.validate({"parallel": {"world_size": 2}, "launch": {"device": "cpu", "launcher": "torchrun"}})
-    assert "--gpus-per-task=1" in srun_command(gpu, "cuda", entry, 1, "7")
-    assert not any(a.startswith("--gpu") for a in srun_command(cpu, "cpu", entry, 1, "7"))
+    assert "--gpus-per-task=1" in srun_command(gpu, "cuda", entry, "7")
+    assert not any(a.startswith("--gpu") for a in srun_command(cpu, "cpu", entry, "7"))
 
 
 def test_the_engine_is_told_the_models_gpu_not_local_rank(monkeypatch):

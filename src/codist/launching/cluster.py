@@ -84,11 +84,11 @@ def in_allocation(env: Mapping[str, str]) -> bool:
     return bool(env.get("SLURM_JOB_ID")) and not env.get("SLURM_STEP_ID")
 
 
-def srun_command(cfg: RunConfig, device: str, entry: list[str], port: int | None, job_id: str) -> list[str]:
+def srun_command(cfg: RunConfig, device: str, entry: list[str], job_id: str) -> list[str]:
     """One srun job step whose tasks are the run's ranks (`python -m codist.rank.train ...` each).
-    The geometry is the one the job asked for (job_resources);
-    the rendezvous port is the config's launch.master_port or one derived from the job id
-    (`port` is ignored: a port free on this host says nothing of the first node)."""
+    The geometry is the one the job asked for (job_resources); the rendezvous port is the config's
+    launch.master_port or one derived from the job id (not a port free on this host: that says
+    nothing of the first node)."""
     res = job_resources(cfg, device)
     master_port = cfg.launch.master_port or job_port(job_id)
     return ["srun", "--nodes", str(res["nodes"]), "--ntasks", str(cfg.parallel.world_size),
@@ -109,7 +109,7 @@ class SrunLauncher(Launcher):
     """Inside a SLURM job's batch script: one srun, one task per rank."""
 
     def command(self, plan):
-        return srun_command(plan.cfg, plan.device, ["codist.rank.train", *plan.train_args], plan.port,
+        return srun_command(plan.cfg, plan.device, ["codist.rank.train", *plan.train_args],
                             plan.env["SLURM_JOB_ID"])
 
     def stop(self, proc, plan):
