@@ -82,4 +82,29 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
      "differs only where the group ran no collective for the call (an empty tensor list, which DDP never passes) or "
      "does not number its collectives (NCCL): the group's seen count then grows by 2, not 1, which only lowers a "
      "later unseen count already clamped there; DDP's calls always run at least one numbered broadcast"),
+    ("src/codist/rank/comm.py", "NumberReplacer", "return 2 * (p - 1) * payload // p if p > 1 else 0",
+     "return 2 * (p - 1) * payload // p if p > 0 else 0", "equivalent",
+     "p = 1: 2 x 0 x payload // 1 = 0, as the else branch; a group has at least one rank, so p >= 1"),
+    ("src/codist/rank/comm.py", "ReplaceOrWithAnd", "if group is None or group is dist.GroupMember.WORLD:",
+     "if group is None and group is dist.GroupMember.WORLD:", "equivalent",
+     "get_process_group_ranks(None or WORLD) gives the world's ranks 0..n-1, which is range(len(model_of)): model_of "
+     "has one entry per global rank"),
+    ("src/codist/rank/comm.py", "ReplaceAndWithOr", 'if d.type != self.device.type or (self.device.index is not None and d.index != self.device.index):',
+     'if d.type != self.device.type or (self.device.index is not None or d.index != self.device.index):', *('accepted', 'CPU and meta tensors carry no device index (cpu:0 and meta:1 report none), so the index comparison can only show between indexed devices of one type (cuda:0 and cuda:1): not on a CPU machine')),
+    ("src/codist/rank/comm.py", "ReplaceComparisonOperator_IsNot_Is", 'if d.type != self.device.type or (self.device.index is not None and d.index != self.device.index):',
+     'if d.type != self.device.type or (self.device.index is None and d.index != self.device.index):', *('accepted', 'CPU and meta tensors carry no device index (cpu:0 and meta:1 report none), so the index comparison can only show between indexed devices of one type (cuda:0 and cuda:1): not on a CPU machine')),
+    ("src/codist/rank/comm.py", "ReplaceComparisonOperator_NotEq_Eq", 'if d.type != self.device.type or (self.device.index is not None and d.index != self.device.index):',
+     'if d.type != self.device.type or (self.device.index is not None and d.index == self.device.index):', *('accepted', 'CPU and meta tensors carry no device index (cpu:0 and meta:1 report none), so the index comparison can only show between indexed devices of one type (cuda:0 and cuda:1): not on a CPU machine')),
+    ("src/codist/rank/comm.py", "NumberReplacer",
+     "unseen += max(0, group._get_sequence_number_for_group() - self.seen.get(group, 0))",
+     "unseen += max( -1, group._get_sequence_number_for_group() - self.seen.get(group, 0))", "accepted",
+     "differs only for a group on which the meter counted more calls than the group numbered (a counted call that "
+     "raised before running, or a coalesced call that ran none): no test world has one"),
+    ("src/codist/rank/comm.py", "NumberReplacer", "_inside.depth = 1", "_inside.depth = 2", "equivalent",
+     "depth is only tested for truth (getattr(_inside, 'depth', 0)): 2 is as true as 1"),
+    ("src/codist/rank/comm.py", "NumberReplacer", "for _ in range(ran or 0):", "for _ in range(ran or 1):", "accepted",
+     "differs only where the group does not number its collectives (ran None: NCCL) or the check ran none: one "
+     "0-byte control call more; DDP's check on gloo always runs numbered collectives"),
+    ("src/codist/rank/comm.py", "NumberReplacer", "max(1, ran or 1))", "max(1, ran or 0))", "equivalent",
+     "under max(1, .) 'ran or 0' and 'ran or 1' both give 1 when ran is None or 0, and ran otherwise"),
 ]

@@ -4,6 +4,7 @@ counted once with its payload, tier and category, what the meter did not see, an
 round trip through a checkpoint tensor and summary.json's comm section. Expected values are worked
 out by hand in the comments (the module docstring's formulas), never by calling the meter."""
 import datetime
+import inspect
 import os
 import socket
 import traceback
@@ -95,9 +96,15 @@ def _hooked(rank, g3, gx):
         with meter.category("eval"):
             dist._broadcast_coalesced(gx, ts, 1 << 20, 0)
         got["coalesced_seen"] = meter.seen[gx]
+        with meter.category("setup"):   # one dtype: one broadcast, one call on the group
+            dist._broadcast_coalesced(gx, [torch.ones(25)], 1 << 20, 0)
+        got["coalesced_seen_one_bucket"] = meter.seen[gx]
         with meter.category("eval"):
             dist._verify_params_across_processes(gx, [torch.ones(3)])
     meter.barrier()
+    # the hooks keep torch's names and signatures (whoever inspects torch.distributed sees torch's)
+    got["signatures"] = [(f.__name__, list(inspect.signature(f).parameters)[:2])
+                         for f in (dist.all_reduce, dist.broadcast, dist.send)]
     got["category_after"] = meter.current
     got["counts"] = _counts(meter)
     got["unseen_before"] = meter.unseen_calls()
@@ -132,6 +139,7 @@ def _rank(rank, port, out):
     # a collective a rank never joins fails after 20 s, not gloo's 30 minutes (a mutant can strand a recv)
     dist.init_process_group("gloo", rank=rank, world_size=4, timeout=datetime.timedelta(seconds=20))
     g3, gx = dist.new_group([0, 1, 2]), dist.new_group([2, 3])
+    dist.new_group([0, 1, 2, 3])   # never used: nothing of it is unseen
     g3 = g3 if rank < 3 else None
     gx = gx if rank >= 2 else None
     for part in (_formulas, _hooked):
@@ -283,6 +291,9 @@ def test_each_hooked_collective_is_counted_once_with_its_payload(world):
     assert c3["prediction_exchange/between"] == (0, 1200, 1)
     assert c2["eval/between"] == (1200, 0, 1) and c3["eval/between"] == (0, 1200, 1)
     assert h[2]["coalesced_seen"] == 2 and h[3]["coalesced_seen"] == 2   # one broadcast per dtype bucket
+    assert h[2]["coalesced_seen_one_bucket"] == h[3]["coalesced_seen_one_bucket"] == 3
+    assert h[0]["signatures"] == [("all_reduce", ["tensor", "op"]), ("broadcast", ["tensor", "src"]),
+                                  ("send", ["tensor", "dst"])]
     assert c2["control/between"][:2] == (0, 0) and c2["control/between"][2] >= 2
     assert c2["control/between"] == c3["control/between"]
     assert "grad_allreduce/within" not in c3 and "param_exchange/within" not in c2
