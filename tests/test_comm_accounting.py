@@ -114,10 +114,13 @@ def _hooked(rank, g3, gx):
     got["as_tensor_unseen"] = meter.as_tensor()[CATEGORIES.index("unseen")].tolist()
     # the meter's own wrappers are synchronous unless asked: each returns None, its result in place
     parts = [torch.zeros(2) for _ in range(4)]
-    returned = [meter.all_reduce(torch.ones(2)), meter.broadcast(torch.ones(2), src=0),
-                meter.all_gather(parts, torch.full((2,), float(rank))), meter.barrier()]
+    meter.counts.clear()
+    returned = [meter.all_reduce(torch.ones(2), category="grad_allreduce"),
+                meter.broadcast(torch.ones(2), src=0, category="param_exchange"),
+                meter.all_gather(parts, torch.full((2,), float(rank)), category="eval"), meter.barrier()]
     got["synchronous"] = [r is None for r in returned]
     got["parts"] = [float(t[0]) for t in parts]
+    got["wrapper_counts"] = _counts(meter)
     CommMeter(rank, MODEL_OF, torch.device("meta")).install_hooks()   # now the active meter: CPU is the wrong device
     calls = [lambda: dist.all_reduce(torch.ones(2))]
     if gx is not None:   # the C++ bindings' wrappers check too, before anything runs
@@ -304,3 +307,7 @@ def test_each_hooked_collective_is_counted_once_with_its_payload(world):
     assert h[2]["as_tensor_unseen"] == [[0, 0, 1], [0, 0, 0]]
     assert h[0]["refused"] == [True] and h[2]["refused"] == h[3]["refused"] == [True, True, True]
     assert all(h[r]["synchronous"] == [True] * 4 and h[r]["parts"] == [0.0, 1.0, 2.0, 3.0] for r in range(4))
+    # each wrapper counts under the category it is given: 8 B over 4 ranks, all between models
+    # (all-reduce 2 x 3/4 x 8 = 12; broadcast root 3 x 8 = 24; all-gather 3 x 8 = 24)
+    assert h[0]["wrapper_counts"] == {"grad_allreduce/between": (12, 12, 1), "param_exchange/between": (24, 0, 1),
+                                      "eval/between": (24, 24, 1), "control/between": (0, 0, 1)}
