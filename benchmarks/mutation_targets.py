@@ -32,7 +32,8 @@ TARGETS: dict[str, dict] = {
     # formulas, DeepSpeed's cache refused; its slow DeepSpeed-logger run left out). The device check on two
     # spawned ranks (test_device_collectives, 18 s: what a survivor costs, doubled) judges the survivors'
     # rerun only (tests are only ever added between a run and its survivors' rerun)
-    "src/codist/rank/comm.py": {"tests": ["test_comm_accounting.py", "test_comm.py"], "marks": "not slow"},
+    "src/codist/rank/comm.py": {"tests": ["test_comm_accounting.py", "test_comm.py", "test_device_collectives.py"],
+                                "marks": "not slow"},
     # test_fault_tolerance.py is all slow (deselected: it judged nothing here); the not-slow tests that reach
     # checkpoint.py: its contract on real files (3 s, first: most mutants stop there), resume agreement
     # (agreed_step over 2 ranks, load, a real 2-rank run's save/resume, 16 s) and the rank RNG (1 s)
@@ -43,8 +44,8 @@ TARGETS: dict[str, dict] = {
     # the tests whose runs train EC-DNN (each launch ~15 s): the 2-model closed forms and compression
     # (test_algorithms), 4 models tempered (test_geometries), resume (test_resume_every_algorithm); the other
     # algorithms' runs in those files do not reach it
-    "src/codist/algorithms/ensemble_compress.py": {"tests": ["test_algorithms.py", "test_geometries.py",
-                                                             "test_resume_every_algorithm.py"],
+    "src/codist/algorithms/ensemble_compress.py": {"tests": ["test_ec_dnn_before_round_one.py", "test_algorithms.py",
+                                                             "test_geometries.py", "test_resume_every_algorithm.py"],
                                                    "k": "(ec_dnn or compression or ensemble_compress) and not powersgd"},
     "src/codist/algorithms/diloco.py": {"tests": ["test_diloco.py"]},
 }

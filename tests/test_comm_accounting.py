@@ -65,7 +65,7 @@ def _formulas(rank, g3):
     return got
 
 
-def _hooked(rank, g3, gx):
+def _hooked(rank, g3, gx, idle):
     """Real collectives through the hooks, in order; the meter's counters and unseen calls after."""
     got = {}
     comm.install_hooks()
@@ -96,8 +96,8 @@ def _hooked(rank, g3, gx):
         with meter.category("eval"):
             dist._broadcast_coalesced(gx, ts, 1 << 20, 0)
         got["coalesced_seen"] = meter.seen[gx]
-        with meter.category("setup"):   # one dtype: one broadcast, one call on the group
-            dist._broadcast_coalesced(gx, [torch.ones(25)], 1 << 20, 0)
+        with meter.category("setup"):   # one dtype: one broadcast, one call; src defaults to group rank 0
+            dist._broadcast_coalesced(gx, [torch.ones(25)], 1 << 20)
         got["coalesced_seen_one_bucket"] = meter.seen[gx]
         with meter.category("eval"):
             dist._verify_params_across_processes(gx, [torch.ones(3)])
@@ -110,6 +110,7 @@ def _hooked(rank, g3, gx):
     got["unseen_before"] = meter.unseen_calls()
     if gx is not None:
         gx.allreduce([torch.ones(3)]).wait()               # a process group's own method: no hook sees it
+    idle.allreduce([torch.ones(3)]).wait()                 # the same on a group the meter never saw
     got["unseen_after"] = meter.unseen_calls()
     got["as_tensor_unseen"] = meter.as_tensor()[CATEGORIES.index("unseen")].tolist()
     # the meter's own wrappers are synchronous unless asked: each returns None, its result in place
@@ -142,12 +143,12 @@ def _rank(rank, port, out):
     # a collective a rank never joins fails after 20 s, not gloo's 30 minutes (a mutant can strand a recv)
     dist.init_process_group("gloo", rank=rank, world_size=4, timeout=datetime.timedelta(seconds=20))
     g3, gx = dist.new_group([0, 1, 2]), dist.new_group([2, 3])
-    dist.new_group([0, 1, 2, 3])   # never used: nothing of it is unseen
+    idle = dist.new_group([0, 1, 2, 3])   # unused until its own method runs: then that call is unseen
     g3 = g3 if rank < 3 else None
     gx = gx if rank >= 2 else None
     for part in (_formulas, _hooked):
         try:
-            out[(rank, part.__name__)] = part(rank, g3) if part is _formulas else part(rank, g3, gx)
+            out[(rank, part.__name__)] = part(rank, g3) if part is _formulas else part(rank, g3, gx, idle)
         except BaseException:
             out[(rank, part.__name__)] = traceback.format_exc()
     dist.barrier()
@@ -229,8 +230,9 @@ def test_summary_divides_by_ranks_and_updates_and_flags_unseen_calls(capsys):
     t[CATEGORIES.index("eval"), 1] = torch.tensor([5000, 5000, 2])
     t[CATEGORIES.index("control"), 0] = torch.tensor([0, 0, 6])      # calls only: still listed
     t[CATEGORIES.index("control"), 1] = torch.tensor([0, 0, 6])
+    t[CATEGORIES.index("setup"), 1] = torch.tensor([0, 0, 2])        # calls between groups only: listed too
     s = summarize(t, world_size=4, updates=5)
-    assert set(s["by_category"]) == {"grad_allreduce", "model_average", "eval", "control"}
+    assert set(s["by_category"]) == {"grad_allreduce", "model_average", "eval", "control", "setup"}
     assert s["by_category"]["control"]["calls_all_ranks"] == 12
     ma = s["by_category"]["model_average"]
     assert ma == {"sent_bytes_all_ranks": 400, "recv_bytes_all_ranks": 400, "within_group_sent_bytes": 100,
@@ -303,8 +305,10 @@ def test_each_hooked_collective_is_counted_once_with_its_payload(world):
     assert all(h[r]["category_after"] == "setup" for r in range(4))      # each category block restored
     # everything the groups ran went through a hook; a group's own method did not
     assert [h[r]["unseen_before"] for r in range(4)] == [0, 0, 0, 0]
-    assert [h[r]["unseen_after"] for r in range(4)] == [0, 0, 1, 1]
-    assert h[2]["as_tensor_unseen"] == [[0, 0, 1], [0, 0, 0]]
+    assert [h[r]["unseen_after"] for r in range(4)] == [1, 1, 2, 2]
+    assert h[2]["as_tensor_unseen"] == [[0, 0, 2], [0, 0, 0]]
+    # setup on ranks 2, 3: the world all-gather (3600 each way) and the one-bucket broadcast of 100 B from rank 2
+    assert c2["setup/between"] == (3700, 3600, 2) and c3["setup/between"] == (3600, 3700, 2)
     assert h[0]["refused"] == [True] and h[2]["refused"] == h[3]["refused"] == [True, True, True]
     assert all(h[r]["synchronous"] == [True] * 4 and h[r]["parts"] == [0.0, 1.0, 2.0, 3.0] for r in range(4))
     # each wrapper counts under the category it is given: 8 B over 4 ranks, all between models
