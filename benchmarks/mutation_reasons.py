@@ -140,4 +140,6 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
      "G is the same gathered ensemble on every rank, and the evaluation table is summed over ranks then divided: "
      "model 1's ranks scoring it give model 0's row (K = 2 exactly; K > 2: K-1 groups' sums, the same means up to "
      "float rounding); only who spends the evaluation differs"),
+    ("src/codist/rank/comm.py", "NumberReplacer", "max(1, ran or 1))", "max( 0, ran or 1))", "equivalent",
+     "'ran or 1' is at least 1 (ran is None or a count >= 0), so max(0, .) and max(1, .) both give it"),
 ]
