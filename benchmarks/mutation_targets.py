@@ -44,7 +44,7 @@ TARGETS: dict[str, dict] = {
     # the tests whose runs train EC-DNN (each launch ~15 s): the 2-model closed forms and compression
     # (test_algorithms), 4 models tempered (test_geometries), resume (test_resume_every_algorithm); the other
     # algorithms' runs in those files do not reach it
-    "src/codist/algorithms/ensemble_compress.py": {"tests": ["test_ec_dnn_against_e_dnn.py", "test_algorithms.py",
+    "src/codist/algorithms/ensemble_compress.py": {"tests": ["test_ec_dnn_equivalences.py", "test_algorithms.py",
                                                              "test_geometries.py", "test_resume_every_algorithm.py"],
                                                    "k": "(ec_dnn or compression or ensemble_compress) and not powersgd"},
     "src/codist/algorithms/diloco.py": {"tests": ["test_diloco.py"]},
