@@ -119,10 +119,6 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
      "if not dist.is_available() and not dist.is_initialized():", "equivalent",
      "torch.distributed is available in every torch this project runs (Linux builds); uninitialized, c10d's pg_map "
      "is empty, so the loop below also gives 0"),
-    ("src/codist/rank/comm.py", "ReplaceTrueWithFalse", "wrapped._codist_metered = True",
-     "wrapped._codist_metered = False", "equivalent",
-     "a second install then wraps the wrapper, but the outer wrapper sets _inside.depth, so the inner one passes "
-     "straight to torch: each call is still counted once (the 4-rank test installs twice)"),
     ("src/codist/rank/comm.py", "NumberReplacer", '_count("barrier", 0, process_group, None, None)   # a 0-byte call',
      '_count("barrier", 1, process_group, None, None)   # a 0-byte call', "equivalent",
      "record's barrier branch sets sent = recv = 0 whatever the payload it is given"),
