@@ -40,7 +40,10 @@ TARGETS: dict[str, dict] = {
     "src/codist/rank/checkpoint.py": {"tests": ["test_checkpoint_contract.py", "test_resume_agreement.py",
                                                 "test_rank_rng.py"], "marks": "not slow"},
     "src/codist/algorithms/codistill.py": {"tests": ["test_geometries.py", "test_codistill_teachers.py"]},
-    "src/codist/algorithms/model_average.py": {"tests": ["test_geometries.py", "test_algorithms.py"]},
+    # the tests whose runs train MA-DNN (each launch ~8-15 s): 2-model closed forms and torch's
+    # PeriodicModelAverager (test_algorithms), 4 models over groups (test_geometries), resume; not the others' runs
+    "src/codist/algorithms/model_average.py": {"tests": ["test_algorithms.py", "test_geometries.py",
+                                                         "test_resume_every_algorithm.py"], "k": "model_average"},
     # the tests whose runs train EC-DNN (each launch ~15 s): the 2-model closed forms and compression
     # (test_algorithms), 4 models tempered (test_geometries), resume (test_resume_every_algorithm); the other
     # algorithms' runs in those files do not reach it
