@@ -17,7 +17,8 @@ rehearsal, a recorded transformation of it. A rehearsal may change only (ALLOWED
 Any other difference fails `check` (RehearsalError), so the rest (model, optimizer, schedule
 shape, precision, algorithm, data) is the full run's. Results go under <results>/rehearsal/
 (never into a real results tree), run directories keyed by the planned run id (the rehearsal's
-config has another id: its own fields differ). `ledger` writes <results>/rehearsal/full/runs.csv.
+config has another id: its own fields differ); `run` removes a finished run's checkpoint/ (disk).
+`ledger` writes <results>/rehearsal/full/runs.csv.
 
     python workflows/rehearsal.py plan                  # every planned run's shrinks (no run)
     python workflows/rehearsal.py run --data-root D [--only ID ... | --ci] [--cores N | --profile P]
@@ -31,6 +32,7 @@ import argparse
 import copy
 import csv
 import json
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, fields
@@ -425,6 +427,16 @@ def draw_figures(plan: Plan, results_root: str, data_root: str, cores: int) -> i
     return rc
 
 
+def prune_checkpoints(results: Path, ids) -> None:
+    """Remove the checkpoint/ of each finished run (its write was the rehearsal; summary.json counts
+    it): kept, 94 runs' took 49 GB and filled this machine's disk (ENOSPC, up to 1.7 GB a run). Teachers are
+    read from model_<name>.pt, which stays; an unfinished run keeps its checkpoint to resume from."""
+    for rid in ids:
+        run = results / "full" / "runs" / rid
+        if (run / "summary.json").exists() and (run / "checkpoint").is_dir():
+            shutil.rmtree(run / "checkpoint")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("command", choices=["plan", "run", "ledger", "figures"])
@@ -454,6 +466,7 @@ def main(argv=None) -> int:
                f"results={args.results}", f"data_root={args.data_root}", "--", *targets]
         rc = subprocess.call(cmd, cwd=ROOT)
         print(f"rehearsal: snakemake exit {rc}", file=sys.stderr)
+        prune_checkpoints(results, ids)
     rows = ledger(plan, rehearsal, shrinks, results)
     out = results / "full" / "runs.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
