@@ -85,8 +85,18 @@ class Figure(Strict):
     columns: Optional[list[str]] = None
     reference: Optional[list[Reference]] = None
     x: Optional[Union[str, list[str]]] = None
-    offsets: Optional[dict[str, int]] = None
+    # series -> steps its curve is shifted by (it continues another run), or "@<series>": that series'
+    # train.steps at the scale (a two-phase student after its teacher's phase 1, at every scale)
+    offsets: Optional[dict[str, Union[int, str]]] = None
     scales: dict[str, Scale] = Field(min_length=1)
+
+    @field_validator("offsets")
+    @classmethod
+    def _offsets(cls, v):
+        for s, o in (v or {}).items():
+            if isinstance(o, str) and not (o.startswith("@") and len(o) > 1):
+                raise ValueError(f"offsets: {s!r}: a number of steps or '@<series>' (that series' train.steps)")
+        return v
 
     @field_validator("models", mode="before")
     @classmethod
@@ -288,6 +298,10 @@ def check_references(spec: Paper, path, scale: str, series_models: dict, metrics
         for s, m in (fig.models or {}).items():   # may name series of other scales too
             if s in have and m not in have[s]:
                 errs.append(f"{path}: figure {fid!r}, models: {s!r} -> {m!r}; the series has {have[s]}")
+        for s, o in (fig.offsets or {}).items():
+            if s in have and isinstance(o, str) and o[1:] not in have:
+                errs.append(f"{path}: figure {fid!r}, offsets: {s!r} -> {o!r}: series {o[1:]!r} does not exist; "
+                            f"have {sorted(have)}")
     for c in spec.claims:
         if c.figure in spec.figures and c.figure not in planned:
             continue   # a paper-tier claim outside the paper tier: its runs are not planned

@@ -146,12 +146,17 @@ class Plan:
         return [f"{results}/{self.scale}/runs/{i}" for i in ids]
 
     def figure_manifest(self, paper: str, figure: str, results: str) -> dict:
-        """The `{figure}_runs.json` the analysis scripts read: explicit run directories."""
+        """The `{figure}_runs.json` the analysis scripts read: explicit run directories; an offset
+        "@<series>" resolved to that series' train.steps at this scale."""
         f = self.figure(paper, figure)
+        steps = {r.series: self.config(r.run_id).train.steps for r in f.runs}
+        spec = dict(f.spec)
+        if "offsets" in spec:
+            spec["offsets"] = {s: steps[o[1:]] if isinstance(o, str) else o for s, o in spec["offsets"].items()}
         return {
             "paper": f.paper, "figure": f.figure, "scale": f.scale, "title": f.title,
             "source": f.source, "kind": f.kind, "notes": f.notes, "series": f.series,
-            **f.spec,
+            **spec,
             # fresh seeds (make replicate SEEDS=): the claims table says they are not the declared ones
             **({"seed_offset": self.seed_offset} if self.seed_offset else {}),
             # series -> its resolved run config (first seed): what regime checks measure
