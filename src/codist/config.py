@@ -432,12 +432,13 @@ def never_fires(cfg: RunConfig) -> str | None:
     by the schema): its exchange never happens, which a shortened `train.steps` makes easy to miss.
     Said by `codist check` and `codist run`, not refused: the ranks reload the resolved config, and a
     short run that never exchanges is a legitimate test of everything else."""
-    period = algorithm_registry.spec(cfg.algorithm.name).period
-    if not period or getattr(cfg.algorithm, period) <= cfg.train.steps:
+    every = algorithm_registry.exchange_period(cfg.algorithm)
+    if every is None or every <= cfg.train.steps:
         return None
-    return (f"note: algorithm.{period}={getattr(cfg.algorithm, period)} ({cfg.algorithm.name}'s default) is more "
-            f"than train.steps={cfg.train.steps}: the run ends before the algorithm's first exchange; set "
-            f"algorithm.{period} to at most {cfg.train.steps} if it should have one")
+    field = algorithm_registry.spec(cfg.algorithm.name).period
+    return (f"note: algorithm.{field}={every} ({cfg.algorithm.name}'s default) is more than train.steps="
+            f"{cfg.train.steps}: the run ends before the algorithm's first exchange; set algorithm.{field} to "
+            f"at most {cfg.train.steps} if it should have one")
 
 
 def to_dict(cfg: RunConfig) -> dict[str, Any]:
