@@ -104,7 +104,8 @@ def data_sizes(workload: dict) -> tuple[float, float]:
         return tokens / workload.get("seq_len", 32), math.nan
     if ds == "embedded":
         size = workload.get("train_size") or workload.get("pairs") or workload.get("train_examples")
-        return size or math.nan, workload.get("val_size") or math.nan
+        # translation's validation set is `val_pairs` (translation_config.py: no val_size)
+        return size or math.nan, workload.get("val_size") or workload.get("val_pairs") or math.nan
     if name == "ctr" and ds == "criteo":
         lines = min(CRITEO_LINES, workload.get("max_lines") or CRITEO_LINES)
         held = 0 if workload.get("val_file") else workload.get("val_fraction", 0.1)

@@ -386,9 +386,12 @@ def test_an_unregistered_algorithm_is_one_regime_error():
         regime._period({**IMG, "algorithm": {"name": "zz", "tau": 5}})
 
 
-def test_embedded_translation_counts_its_sentence_pairs():
+def test_embedded_translation_counts_its_sentence_pairs_train_and_validation():
     # the embedded translation workload's training set is `pairs` (translation_config.py: no train_size)
     assert regime.data_sizes({"name": "translation", "dataset": "embedded", "pairs": 4000})[0] == 4000
+    # and its validation set is `val_pairs`
+    assert regime.data_sizes({"name": "translation", "dataset": "embedded", "pairs": 4000,
+                              "val_pairs": 500}) == (4000, 500)
 
 
 def test_disjoint_shards_without_a_models_entry_are_one_models_data():
