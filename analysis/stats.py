@@ -47,6 +47,20 @@ def t_interval(x) -> Interval:
                     if n > 1 else "one-sided t (needs 2 seeds)")
 
 
+def at_confidence(iv: Interval, q: float) -> Interval:
+    """The same interval with each one-sided bound at level q instead of CONFIDENCE (a sequential
+    claim's looks, analysis/sequential.py): mean -/+ t(q, n-1) sd / sqrt(n) (the jackknife's sd is
+    its se x sqrt(n), so the same formula); a missing bound (NaN) stays missing."""
+    if iv.n < 2 or math.isnan(iv.sd):
+        return iv
+    half = t_quantile(iv.n, q) * iv.sd / math.sqrt(iv.n)
+    low = math.nan if math.isnan(iv.low) else iv.mean - half
+    high = math.nan if math.isnan(iv.high) else iv.mean + half
+    method = iv.method.replace(f"t({CONFIDENCE:g}, {iv.n - 1}) = {t_quantile(iv.n):.3g}",
+                               f"t({q:.4g}, {iv.n - 1}) = {t_quantile(iv.n, q):.3g}")
+    return Interval(iv.n, iv.mean, iv.sd, low, high, method)
+
+
 def upper_bound_interval(u) -> Interval:
     """A speedup with censored seeds: `u` is per seed the ratio where a reached the target and
     the censored seeds' upper bound otherwise (b's steps / a's whole run: a needed more). Each u_i
@@ -138,14 +152,15 @@ def margin_of(neutral: float, at_least=None, within=None) -> tuple[float, bool] 
     return None
 
 
-def margin_needed(n: int, sd: float, equivalence: bool) -> float:
+def margin_needed(n: int, sd: float, equivalence: bool, confidence: float = CONFIDENCE) -> float:
     """The least margin that n seeds resolve with POWER when the true effect is the neutral value
     and one seed's effect has standard deviation `sd` (the usual t approximation of the power of a
     t test): an equivalence needs both one-sided tests to pass, w >= (t(0.95, n-1) + t(0.90, n-1))
-    sd / sqrt(n); a non-inferiority margin one test, m >= (t(0.95, n-1) + t(0.80, n-1)) sd / sqrt(n)."""
+    sd / sqrt(n); a non-inferiority margin one test, m >= (t(0.95, n-1) + t(0.80, n-1)) sd / sqrt(n).
+    `confidence`: the bounds' level, if not 0.95 (a sequential claim's, analysis/sequential.py)."""
     beta = 1 - POWER
     q = 1 - beta / 2 if equivalence else 1 - beta
-    return (t_quantile(n) + t_quantile(n, q)) * sd / math.sqrt(n)
+    return (t_quantile(n, confidence) + t_quantile(n, q)) * sd / math.sqrt(n)
 
 
 def val_set_sd(val_examples: int, p: float = 0.5, terms: int = 2) -> float:
