@@ -63,7 +63,17 @@ def _rank(rank):
                           "extra": None if algo.last_extra is None else float(algo.last_extra)})
             algo.update.apply(loss)
             algo.after_step(step)
-        out[name] = {"steps": steps, "exchanges": algo.exchanges, "teacher_ids": algo.teacher_ids}
+        # what a checkpoint carries, loaded into a fresh Codistill: the exchange count and the stale teachers
+        # (which differ from a fresh set-up's teachers: the round trip is no no-op)
+        again = LocalCodistill(algo.ctx)
+        again.setup()
+        fresh = [t.state_dict()["fc.weight"].clone() for t in again.teachers.values()]
+        again.load_checkpoint_state(algo.checkpoint_state())
+        teachers = [(again.teachers[j].state_dict(), algo.teachers[j].state_dict()) for j in algo.teachers]
+        out[name] = {"steps": steps, "exchanges": algo.exchanges, "teacher_ids": algo.teacher_ids,
+                     "copies": sorted(algo.teachers), "restored": again.exchanges == algo.exchanges and all(
+                         torch.equal(a[key], b[key]) for a, b in teachers for key in b),
+                     "fresh_differs": all(not torch.equal(f, a["fc.weight"]) for f, (a, _) in zip(fresh, teachers))}
     return out
 
 
@@ -94,6 +104,9 @@ def test_codistill_loss_of_every_update_by_hand(world, case):
         assert world[rank][case]["teacher_ids"] == teachers
         exchanges = len(range(a["burn_in"], STEPS, k)) if a["exchange"] == "checkpoint" else 0
         assert world[rank][case]["exchanges"] == exchanges
+        # checkpoint: a local copy per teacher, restored from a checkpoint; predictions: no copies
+        assert world[rank][case]["copies"] == (teachers if a["exchange"] == "checkpoint" else [])
+        assert world[rank][case]["restored"] and world[rank][case]["fresh_differs"]
         for step, got in enumerate(world[rank][case]["steps"]):
             z = _logits(net, got["state"], got["x"])
             ce = float(F.cross_entropy(z, got["y"]))
