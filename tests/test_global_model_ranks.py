@@ -1,10 +1,10 @@
-"""Sun et al.'s global model G (MA-DNN's parameter average, EC-DNN's output ensemble) is scored by
-model 0's ranks only, and MA-DNN builds its copy of G only there: every rank would give the same
-row (the evaluation table is summed over ranks, then divided), but at K = 8 models, K scorings of G
-are K - 1 wasted evaluations. On a real forked gloo world of 2 models x 2 ranks (issue 29's
-survivors 'model_index != 0' and 'not model_index == 0' of model_average.py and ensemble_compress.py),
-with the real Evaluator: G's row is the average model's, computed here from the ranks' states."""
-
+"""Sun et al.'s global model G (MA-DNN's parameter average, EC-DNN's output ensemble) and Anil's
+ensemble are scored by model 0's ranks only, and MA-DNN builds its copy of G only there: every rank
+would give the same row (the evaluation table is summed over ranks, then divided), but at K = 8
+models, K scorings of G are K - 1 wasted evaluations. On a real forked gloo world of 2 models x 2
+ranks (issue 29's survivors 'model_index != 0' and 'not model_index == 0' of model_average.py and
+ensemble_compress.py), with the real Evaluator: the row is the average model's or the output
+ensemble's, computed here from the ranks' states."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -46,7 +46,8 @@ def _rank(rank, algorithm):
     built = getattr(algo, "_global", None) is not None
     scored = sorted(algo.eval_models())
     rows = Evaluator(algo.ctx, algo)(0.0, 0)   # the real evaluation: G's row as every rank receives it
-    return {"built": built, "scored": scored, "G": rows["G"],
+    extra = spec(algorithm["name"]).extra_models[0]   # G, or the ensemble's "ensemble"
+    return {"built": built, "scored": scored, "G": rows[extra],
             "state": {k: v.clone() for k, v in algo.model.state_dict().items()}}
 
 
@@ -95,6 +96,17 @@ def test_ec_dnn_G_is_scored_by_model_0s_ranks_only():
     got = forked_world.run(WORLD, _rank, algorithm)
     assert {r: got[r]["scored"] for r in got} == {0: ["0", "G"], 1: ["0", "G"], 2: ["1"], 3: ["1"]}
     # G's row on every rank: the mean of the two models' softmax outputs
+    loss, accuracy = _ensemble_scores(_cfg(algorithm), [got[0]["state"], got[2]["state"]])
+    for r in got:
+        assert got[r]["G"]["val_loss"] == pytest.approx(loss, rel=1e-5)
+        assert got[r]["G"]["val_accuracy"] == pytest.approx(accuracy)
+
+
+def test_the_ensemble_is_scored_by_model_0s_ranks_only():
+    """The same rule for Anil's ensemble of independently trained models (algorithm ensemble)."""
+    algorithm = {"name": "ensemble"}
+    got = forked_world.run(WORLD, _rank, algorithm)
+    assert {r: got[r]["scored"] for r in got} == {0: ["0", "ensemble"], 1: ["0", "ensemble"], 2: ["1"], 3: ["1"]}
     loss, accuracy = _ensemble_scores(_cfg(algorithm), [got[0]["state"], got[2]["state"]])
     for r in got:
         assert got[r]["G"]["val_loss"] == pytest.approx(loss, rel=1e-5)
