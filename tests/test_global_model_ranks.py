@@ -47,7 +47,7 @@ def _rank(rank, algorithm):
     scored = sorted(algo.eval_models())
     rows = Evaluator(algo.ctx, algo)(0.0, 0)   # the real evaluation: G's row as every rank receives it
     extra = spec(algorithm["name"]).extra_models[0]   # G, or the ensemble's "ensemble"
-    return {"built": built, "scored": scored, "G": rows[extra],
+    return {"built": built, "scored": scored, "extra": rows[extra],
             "state": {k: v.clone() for k, v in algo.model.state_dict().items()}}
 
 
@@ -87,27 +87,18 @@ def test_model_average_G_is_built_and_scored_by_model_0s_ranks_only():
     mean = {k: (a[k] + b[k]) / 2 if a[k].is_floating_point() else a[k] for k in a}
     loss, accuracy = _scores(_cfg(algorithm), mean)
     for r in got:
-        assert got[r]["G"]["val_loss"] == pytest.approx(loss, rel=1e-5)
-        assert got[r]["G"]["val_accuracy"] == pytest.approx(accuracy)
+        assert got[r]["extra"]["val_loss"] == pytest.approx(loss, rel=1e-5)
+        assert got[r]["extra"]["val_accuracy"] == pytest.approx(accuracy)
 
 
-def test_ec_dnn_G_is_scored_by_model_0s_ranks_only():
-    algorithm = {"name": "ensemble_compress", "tau": 1}
+@pytest.mark.parametrize("algorithm, row", [({"name": "ensemble_compress", "tau": 1}, "G"),   # EC-DNN
+                                            ({"name": "ensemble"}, "ensemble")],              # Anil's ensemble
+                         ids=["ec_dnn", "ensemble"])
+def test_an_output_ensemble_is_scored_by_model_0s_ranks_only(algorithm, row):
     got = forked_world.run(WORLD, _rank, algorithm)
-    assert {r: got[r]["scored"] for r in got} == {0: ["0", "G"], 1: ["0", "G"], 2: ["1"], 3: ["1"]}
-    # G's row on every rank: the mean of the two models' softmax outputs
+    assert {r: got[r]["scored"] for r in got} == {0: ["0", row], 1: ["0", row], 2: ["1"], 3: ["1"]}
+    # the row on every rank: the mean of the two models' softmax outputs
     loss, accuracy = _ensemble_scores(_cfg(algorithm), [got[0]["state"], got[2]["state"]])
     for r in got:
-        assert got[r]["G"]["val_loss"] == pytest.approx(loss, rel=1e-5)
-        assert got[r]["G"]["val_accuracy"] == pytest.approx(accuracy)
-
-
-def test_the_ensemble_is_scored_by_model_0s_ranks_only():
-    """The same rule for Anil's ensemble of independently trained models (algorithm ensemble)."""
-    algorithm = {"name": "ensemble"}
-    got = forked_world.run(WORLD, _rank, algorithm)
-    assert {r: got[r]["scored"] for r in got} == {0: ["0", "ensemble"], 1: ["0", "ensemble"], 2: ["1"], 3: ["1"]}
-    loss, accuracy = _ensemble_scores(_cfg(algorithm), [got[0]["state"], got[2]["state"]])
-    for r in got:
-        assert got[r]["G"]["val_loss"] == pytest.approx(loss, rel=1e-5)
-        assert got[r]["G"]["val_accuracy"] == pytest.approx(accuracy)
+        assert got[r]["extra"]["val_loss"] == pytest.approx(loss, rel=1e-5)
+        assert got[r]["extra"]["val_accuracy"] == pytest.approx(accuracy)
