@@ -39,15 +39,24 @@ TARGETS: dict[str, dict] = {
     # (agreed_step over 2 ranks, load, a real 2-rank run's save/resume, 16 s) and the rank RNG (1 s)
     "src/codist/rank/checkpoint.py": {"tests": ["test_checkpoint_contract.py", "test_resume_agreement.py",
                                                 "test_rank_rng.py"], "marks": "not slow"},
-    "src/codist/algorithms/codistill.py": {"tests": ["test_geometries.py", "test_codistill_teachers.py"]},
-    # the tests whose runs train MA-DNN (each launch ~8-15 s): 2-model closed forms and torch's
-    # PeriodicModelAverager (test_algorithms), 4 models over groups (test_geometries), resume; not the others' runs
-    "src/codist/algorithms/model_average.py": {"tests": ["test_algorithms.py", "test_geometries.py",
-                                                         "test_resume_every_algorithm.py"], "k": "model_average"},
-    # the tests whose runs train EC-DNN (each launch ~15 s): the 2-model closed forms and compression
-    # (test_algorithms), 4 models tempered (test_geometries), resume (test_resume_every_algorithm); the other
-    # algorithms' runs in those files do not reach it
-    "src/codist/algorithms/ensemble_compress.py": {"tests": ["test_ec_dnn_equivalences.py", "test_algorithms.py",
+    # every update's loss by hand on a forked 3 x 2-rank world, both topologies and exchanges (test_codistill_steps,
+    # ~15 s: first, so most mutants stop there), stale teachers (2 spawned ranks), resume of a real run; the
+    # real runs at the papers' geometries (test_geometries' 3 x 2 and ring of 4, test_algorithms' closed forms:
+    # minutes) judge the survivors' rerun only
+    "src/codist/algorithms/codistill.py": {"tests": ["test_codistill_steps.py", "test_codistill_teachers.py",
+                                                     "test_resume_every_algorithm.py"], "k": "codistill"},
+    # who builds and scores G on a forked 2 x 2-rank world (test_global_model_ranks, ~8 s) first; then the tests
+    # whose runs train MA-DNN (each launch ~8-15 s): 2-model closed forms and torch's PeriodicModelAverager
+    # (test_algorithms), 4 models over groups (test_geometries), resume; not the others' runs
+    "src/codist/algorithms/model_average.py": {"tests": ["test_global_model_ranks.py", "test_algorithms.py",
+                                                         "test_geometries.py", "test_resume_every_algorithm.py"],
+                                               "k": "model_average"},
+    # who scores G (forked world) and EC-DNN on the LM's 3-D logits (forked, ~7 s each); then the tests whose
+    # runs train EC-DNN (each launch ~15 s): the 2-model closed forms and compression (test_algorithms), 4
+    # models tempered (test_geometries), resume (test_resume_every_algorithm); the other algorithms' runs in
+    # those files do not reach it
+    "src/codist/algorithms/ensemble_compress.py": {"tests": ["test_global_model_ranks.py", "test_ec_dnn_lm.py",
+                                                             "test_ec_dnn_equivalences.py", "test_algorithms.py",
                                                              "test_geometries.py", "test_resume_every_algorithm.py"],
                                                    "k": "(ec_dnn or compression or ensemble_compress) and not powersgd"},
     "src/codist/algorithms/diloco.py": {"tests": ["test_diloco.py"]},
