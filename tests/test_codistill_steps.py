@@ -53,16 +53,7 @@ def _rank(rank):
         algo = LocalCodistill(TrainContext(cfg, topo, CommMeter(rank, topo.model_of()),
                                            build_workload(cfg.workload, cfg.seed), torch.device("cpu")))
         algo.setup()
-        stream, steps = algo.train_stream(), []
-        for step in range(STEPS):   # Algorithm.train_step's order, with the loss itself kept
-            x, y = stream.batch(step)
-            algo.before_step(step, x, y)
-            state = {k: v.clone() for k, v in algo.model.state_dict().items()}
-            loss = algo.loss(step, x, y, algo.forward(algo.update.forward_module, x))
-            steps.append({"state": state, "x": x, "y": y, "loss": float(loss.detach()), "task": float(algo.last_task),
-                          "extra": None if algo.last_extra is None else float(algo.last_extra)})
-            algo.update.apply(loss)
-            algo.after_step(step)
+        steps = forked_world.updates(algo, STEPS)
         # what a checkpoint carries, loaded into a fresh Codistill: the exchange count and the stale teachers
         # (which differ from a fresh set-up's teachers: the round trip is no no-op)
         again = LocalCodistill(algo.ctx)
