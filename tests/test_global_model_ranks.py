@@ -1,10 +1,10 @@
-"""Sun et al.'s global model G (MA-DNN's parameter average, EC-DNN's output ensemble) and Anil's
-ensemble are scored by model 0's ranks only, and MA-DNN builds its copy of G only there: every rank
-would give the same row (the evaluation table is summed over ranks, then divided), but at K = 8
-models, K scorings of G are K - 1 wasted evaluations. On a real forked gloo world of 2 models x 2
-ranks (issue 29's survivors 'model_index != 0' and 'not model_index == 0' of model_average.py and
-ensemble_compress.py), with the real Evaluator: the row is the average model's or the output
-ensemble's, computed here from the ranks' states."""
+"""Sun et al.'s global model G (MA-DNN's parameter average, EC-DNN's output ensemble), DiLoCo's G and
+Anil's ensemble are scored by model 0's ranks only, and MA-DNN and DiLoCo build their copy of G only
+there: every rank would give the same row (the evaluation table is summed over ranks, then
+divided), but at K = 8 models, K scorings of G are K - 1 wasted evaluations. On a real forked gloo
+world of 2 models x 2 ranks (issue 29's survivors 'model_index != 0' and 'not model_index == 0' of
+model_average.py and ensemble_compress.py), with the real Evaluator: the row is the average model's,
+the start's or the output ensemble's, computed here from the ranks' states."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -77,15 +77,19 @@ def _ensemble_scores(cfg, states: list[dict]) -> tuple[float, float]:
     return float(F.nll_loss(probs.log(), y)), float((probs.argmax(1) == y).double().mean())
 
 
-def test_model_average_G_is_built_and_scored_by_model_0s_ranks_only():
-    algorithm = {"name": "model_average", "tau": 1}
+@pytest.mark.parametrize("name", ["model_average", "diloco"])
+def test_a_parameter_average_G_is_built_and_scored_by_model_0s_ranks_only(name):
+    algorithm = {"name": name, "tau": 1}
     got = forked_world.run(WORLD, _rank, algorithm)
     assert {r: (got[r]["built"], got[r]["scored"]) for r in got} == {
         0: (True, ["0", "G"]), 1: (True, ["0", "G"]), 2: (False, ["1"]), 3: (False, ["1"])}
-    # G's row on every rank: the parameter (and BatchNorm statistics) average of the two models
-    a, b = got[0]["state"], got[2]["state"]
-    mean = {k: (a[k] + b[k]) / 2 if a[k].is_floating_point() else a[k] for k in a}
-    loss, accuracy = _scores(_cfg(algorithm), mean)
+    if name == "model_average":   # G: the parameter (and BatchNorm statistics) average of the two models
+        a, b = got[0]["state"], got[2]["state"]
+        expected = {k: (a[k] + b[k]) / 2 if a[k].is_floating_point() else a[k] for k in a}
+    else:   # DiLoCo before any inner step: G is the workers' shared start, not their mean
+        torch.manual_seed(_cfg(algorithm).seed * 1009)   # the shared initialisation (Algorithm.model_seed)
+        expected = build_workload(_cfg(algorithm).workload, 0).build_model().state_dict()
+    loss, accuracy = _scores(_cfg(algorithm), expected)
     for r in got:
         assert got[r]["extra"]["val_loss"] == pytest.approx(loss, rel=1e-5)
         assert got[r]["extra"]["val_accuracy"] == pytest.approx(accuracy)
