@@ -59,7 +59,22 @@ TARGETS: dict[str, dict] = {
                                                              "test_ec_dnn_equivalences.py", "test_algorithms.py",
                                                              "test_geometries.py", "test_resume_every_algorithm.py"],
                                                    "k": "(ec_dnn or compression or ensemble_compress) and not powersgd"},
-    "src/codist/algorithms/diloco.py": {"tests": ["test_diloco.py"]},
+    # the loss of every update by hand and the teacher-file errors on one forked rank (~7 s) first; then the real
+    # student runs (test_two_phase) and the distill resume; -k: the resume file's other runs do not reach it
+    "src/codist/algorithms/two_phase.py": {"tests": ["test_single_model_losses.py", "test_two_phase.py",
+                                                     "test_resume_every_algorithm.py"],
+                                           "k": "(two_phase or teacher or distill) and not codistill"},
+    # both priors' losses by hand on one forked rank first; then the real run's first update and the resume
+    "src/codist/algorithms/label_smoothing.py": {"tests": ["test_single_model_losses.py", "test_algorithms.py",
+                                                           "test_resume_every_algorithm.py"], "k": "label_smoothing"},
+    # who scores the ensemble (forked world) first; then the real run's row by hand and the resume
+    "src/codist/algorithms/ensemble.py": {"tests": ["test_global_model_ranks.py", "test_algorithms.py",
+                                                    "test_resume_every_algorithm.py"],
+                                          "k": "ensemble and not ec_dnn and not ensemble_compress and not compression"},
+    # the outer step by hand and against torch's SGD (seconds), who builds and scores G (forked world), then the
+    # real runs: lr 1 / mu 0 as model averaging, the resumed outer momentum, the resume of every algorithm
+    "src/codist/algorithms/diloco.py": {"tests": ["test_diloco.py", "test_global_model_ranks.py",
+                                                  "test_resume_every_algorithm.py"], "k": "diloco"},
 }
 
 # cosmic-ray's operators left out (regular expressions matched at the start of the operator's name).
