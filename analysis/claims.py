@@ -41,6 +41,12 @@ Verdict (README, "Claims"), in this order:
      ..."; a holds / does not hold keeps its one-sided error rate whatever the power, so only a
      non-result is explained this way.
 
+A claim reads its figure's declared seeds only (a figure a sequential claim extended holds more).
+A claim with `sequential: {looks: [...]}` goes through 2.-5. at each planned look in turn, on that
+look's first n seeds, with bounds at 1 - 0.05 / L, and stops as analysis/sequential.py says
+(`sequential` column: the look, n, the level, final or the seeds the next look needs; the rows'
+state goes to sequential.csv beside claims.csv, which the next plan reads).
+
 Beside the verdict, each row says which tier tested the claim (`tier`: the figure's, schema.TIERS;
 'not tested in this tier' where a paper-tier figure's tables are absent), whether its runs used the
 declared seeds (`seeds`: "declared + N" after make replicate SEEDS=N), and when its design was fixed
@@ -67,6 +73,7 @@ import yaml
 from analysis import comm_identity
 from analysis import preregistration
 from analysis import regime
+from analysis import sequential
 from analysis import stats
 from codist.runlog import atomic_write_text
 from analysis.figure_data import finals, higher_is_better, series_model
@@ -76,7 +83,7 @@ MIN_SEEDS = stats.MIN_SEEDS
 COLUMNS = ["paper", "id", "claim", "source", "basis", "comparison", "measure", "metric", "n", "effect_mean",
            "effect_sd", "interval_low", "interval_high", "method", "rule", "regime", "reached", "verdict",
            "paper_value", "per_seed", "regime_sources", "tier", "seeds", "design_commit", "design_status",
-           "changed_after_results"]
+           "changed_after_results", "sequential"]
 VERDICTS = ("holds", "does not hold", "inconclusive", "not in the paper's regime", "not tested at this scale",
             "not tested in this tier", "underpowered", "incomplete")
 
@@ -100,10 +107,27 @@ def claim_metric(c: Claim, manifest: dict, curves: pd.DataFrame) -> str:
     return c.metric or (manifest.get("panels") or [None])[0] or curves["metric"].iloc[0]
 
 
-def effects(c: Claim, manifest: dict, figures: Path):
-    """(interval, per-unit effects, reached text) of one claim, oriented so that positive = as claimed."""
+def only_seeds(df: pd.DataFrame, seeds) -> pd.DataFrame:
+    """The rows of `seeds` (None: every row); a pair of seeds ("0-1": churn) where both are."""
+    if seeds is None:
+        return df
+    keep = {str(s) for s in seeds}
+    return df[[set(str(s).split("-")) <= keep for s in df["seed"]]]
+
+
+def manifest_of(manifest: dict, seeds) -> dict:
+    """A figure's _runs.json with only the runs of `seeds` (None: all)."""
+    if seeds is None:
+        return manifest
+    keep = {str(s) for s in seeds}
+    return {**manifest, "runs": [r for r in manifest["runs"] if str(r["seed"]) in keep]}
+
+
+def effects(c: Claim, manifest: dict, figures: Path, seeds=None):
+    """(interval, per-unit effects, reached text) of one claim, oriented so that positive = as claimed;
+    `seeds`: only those seeds' rows (a sequential look, or a figure's declared seeds; None: all)."""
     fig = c.figure
-    curves = read_table(figures / f"{fig}_curves.csv")
+    curves = only_seeds(read_table(figures / f"{fig}_curves.csv"), seeds)
     metric = claim_metric(c, manifest, curves)
     am = c.a_model or series_model(manifest, c.a)
     bm = c.b_model or series_model(manifest, c.b)
@@ -130,14 +154,14 @@ def effects(c: Claim, manifest: dict, figures: Path):
             return stats.Interval(len(u), math.nan, math.nan, math.nan, math.nan, "b never reached the target"), x, text
         return stats.upper_bound_interval(u), x, text
     if c.measure == "churn":
-        vals = read_table(figures / f"{fig}_values.csv")
+        vals = only_seeds(read_table(figures / f"{fig}_values.csv"), seeds)
         churn = vals[vals["column"] == "churn"]
         va = churn[churn["series"] == c.a].set_index("seed")["value"]
         vb = churn[churn["series"] == c.b].set_index("seed")["value"]
         d = (vb - va).dropna()
         return stats.jackknife_interval(stats.seed_pairs(d.to_dict())), d, ""
     if c.measure == "comm_ratio":
-        table = read_table(figures / f"{fig}.csv")
+        table = only_seeds(read_table(figures / f"{fig}.csv"), seeds)
         if c.identity:
             r, how = comm_identity.ratio(c.identity, table, manifest.get("configs") or {}, c.a, c.b)
             return stats.Interval(1, r, 0.0, r, r, how), pd.Series({"identity": r}), ""
@@ -177,26 +201,33 @@ def val_floor(c: Claim, manifest: dict, metric: str) -> tuple[float, float]:
     return v, stats.val_set_sd(v, terms=4 if c.a2 else 2)
 
 
-def judge(c: Claim, manifest: dict, figures: Path, scale: str, tables) -> dict:
-    """The verdict fields of one claim (the order of the module docstring)."""
+def judge(c: Claim, manifest: dict, figures: Path, scale: str, tables, seeds=None,
+          look: sequential.Look | None = None) -> dict:
+    """The verdict fields of one claim (the order of the module docstring) from `manifest`'s runs and
+    `seeds`' rows (None: all); `look`: a sequential claim's look (bounds at its level, the power rule
+    at its last look's seeds; analysis/sequential.py)."""
     out = {"regime": "", "reached": "", "method": "", "rule": "", "n": 0, "effect_mean": math.nan,
            "effect_sd": math.nan, "interval_low": math.nan, "interval_high": math.nan, "per_seed": ""}
     if c.full_scale_only and scale != "full":
         return {**out, "verdict": f"not tested at this scale: {c.full_scale_only}"}
     neutral = MEASURES[c.measure]
     margin = stats.margin_of(neutral, c.at_least, c.within)
-    n_seeds = len({r["seed"] for r in manifest["runs"] if r["series"] == c.a})
+    n_seeds = look.n_max if look else len({r["seed"] for r in manifest["runs"] if r["series"] == c.a})
+    level = look.confidence if look else stats.CONFIDENCE
     v_ex, floor_sd = val_floor(c, manifest, c.metric or (manifest.get("panels") or [None])[0])
     if margin and floor_sd and n_seeds >= 2:
-        need = stats.margin_needed(n_seeds, floor_sd, margin[1])
+        need = stats.margin_needed(n_seeds, floor_sd, margin[1], level)
         if margin[0] < need:
             return {**out, "verdict": f"underpowered: margin {margin[0]:g} < {need:.3g}, the least that "
-                                      f"{n_seeds} seeds x {v_ex:g} validation examples resolve (80% power)"}
+                                      f"{n_seeds} seeds x {v_ex:g} validation examples resolve (80% power"
+                                      + (f", bounds at {level:.4g}: the last look's)" if look else ")")}
     try:
         out["regime"], failed = regime.run_checks(c, figures, tables)
     except regime.RegimeError as e:
         raise ClaimError(str(e)) from None
-    iv, per, reached = effects(c, manifest, figures)
+    iv, per, reached = effects(c, manifest, figures, seeds)
+    if look:
+        iv = stats.at_confidence(iv, look.confidence)
     planned = sorted({str(r["seed"]) for r in manifest["runs"] if r["series"] in (c.a, c.b)})
     used = {s for unit in per.index for s in str(unit).split("-")}   # churn's units are pairs "0-1"
     lost = [s for s in planned if s not in used] if c.measure != "comm_ratio" else []
@@ -212,9 +243,9 @@ def judge(c: Claim, manifest: dict, figures: Path, scale: str, tables) -> dict:
         v, out["rule"] = deterministic_verdict(iv, c.at_least)
         return {**out, "verdict": v}
     v, out["rule"] = stats.decide(iv, neutral, c.at_least, c.within)
-    if v == "inconclusive" and margin and iv.n >= MIN_SEEDS and not math.isnan(iv.sd):
+    if v == "inconclusive" and margin and iv.n >= MIN_SEEDS and not math.isnan(iv.sd) and (look is None or look.last):
         sd = max(iv.sd, floor_sd)
-        need = stats.margin_needed(iv.n, sd, margin[1])
+        need = stats.margin_needed(iv.n, sd, margin[1], level)
         if margin[0] < need:
             v = (f"underpowered: margin {margin[0]:g} < {need:.3g}, the least that {iv.n} seeds resolve at 80% power "
                  f"with the effect's measured sd {sd:.3g}")
@@ -226,19 +257,44 @@ def regime_sources(c: Claim) -> str:
     return json.dumps([[r.check, r.source] for r in c.regime]) if c.regime and not c.full_scale_only else ""
 
 
+def verdict_fields(c: Claim, manifest: dict, figures: Path, scale: str, view) -> tuple[dict, tuple | None]:
+    """(verdict fields, (look, seeds_needed) of a sequential claim, else None). A claim reads its
+    figure's declared seeds (all of them unless a sequential claim extended the figure: the plan's
+    `declared_seeds`); a sequential claim the seeds of the look its rule stops at
+    (sequential.decide_looks). `view(fig, seeds)`: a figure's (manifest, curves) for those seeds (None:
+    its declared ones), what its regime checks read."""
+    def tables_for(seeds):
+        return lambda fig: view(fig, seeds if fig == c.figure else None)
+    if not c.sequential or (c.full_scale_only and scale != "full"):
+        seeds = manifest.get("declared_seeds")
+        return judge(c, manifest_of(manifest, seeds), figures, scale, tables_for(seeds), seeds), None
+    held = sequential.figure_seeds(manifest)
+    fields, look, needed = sequential.decide_looks(
+        c.sequential.looks, manifest.get("declared_seeds") or held, set(held),
+        lambda lk: judge(c, manifest_of(manifest, lk.seeds), figures, scale, tables_for(lk.seeds), lk.seeds, lk))
+    return {**fields, "sequential": sequential.describe(look, needed)}, (look, needed)
+
+
 def evaluate(paper_file: Path, figures: Path, scale: str) -> pd.DataFrame:
+    return evaluate_with_state(paper_file, figures, scale)[0]
+
+
+def evaluate_with_state(paper_file: Path, figures: Path, scale: str) -> tuple[pd.DataFrame, list[dict]]:
+    """The claims table and the rows of its sequential claims' state (analysis/sequential.py)."""
     paper_file = Path(paper_file)
     spec = parse(yaml.safe_load(paper_file.read_text()), paper_file)
 
-    def tables(fig):
+    def view(fig, seeds=None):
         runs = figures / f"{fig}_runs.json"
         if not runs.exists():
             raise regime.RegimeError(f"figure {fig!r} has no {runs} at scale {scale!r}")
-        return read_manifest(runs), read_table(figures / f"{fig}_curves.csv")
+        manifest = read_manifest(runs)
+        seeds = manifest.get("declared_seeds") if seeds is None else seeds
+        return manifest_of(manifest, seeds), only_seeds(read_table(figures / f"{fig}_curves.csv"), seeds)
 
     history = preregistration.records(paper_file, scale)   # {} without git history
     changes = preregistration.ledger(paper_file.resolve().parent.parent).get(spec.paper, [])
-    rows = []
+    rows, state = [], []
     for c in spec.claims:
         c = c.at(scale)
         rec = history.get(c.id)
@@ -256,7 +312,9 @@ def evaluate(paper_file: Path, figures: Path, scale: str) -> pd.DataFrame:
                 fields = {"verdict": f"not tested in this tier: figure {c.figure!r} is in the paper tier "
                                      f"(make replicate TIER=paper)"}
             elif declared or c.full_scale_only:
-                fields = judge(c, manifest, figures, scale, tables)
+                fields, stop = verdict_fields(c, manifest, figures, scale, view)
+                if stop:
+                    state.append(sequential.state_row(spec.paper, c.id, c.figure, *stop, verdict_kind(fields["verdict"])))
             else:
                 fields = {"verdict": f"not tested at this scale: figure {c.figure!r} has no {scale!r} runs"}
         except (KeyError, ValueError) as e:
@@ -271,7 +329,7 @@ def evaluate(paper_file: Path, figures: Path, scale: str) -> pd.DataFrame:
                      "design_commit": rec.design_commit[:9] if rec else "",
                      "design_status": preregistration.status_text(rec) if rec else "no git history",
                      "changed_after_results": preregistration.row_note(rec, changes) if rec else "", **fields})
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return pd.DataFrame(rows, columns=COLUMNS), state
 
 
 def seeds_text(manifest: dict) -> str:
@@ -360,6 +418,8 @@ def verdict_text(r) -> str:
         notes.append("paper tier")
     if isinstance(r.get("seeds"), str) and r["seeds"].startswith("declared +"):
         notes.append("fresh seeds")
+    if isinstance(r.get("sequential"), str) and r["sequential"]:   # "look j of L (...)": its first words
+        notes.append(" ".join(r["sequential"].split()[:4]) + (", more seeds asked" if "next look" in r["sequential"] else ""))
     return kind + (f" ({', '.join(notes)})" if notes else "")
 
 
@@ -390,7 +450,8 @@ def details_section(df: pd.DataFrame) -> str:
         fields = [("claim", r["claim"]), ("source", r["source"]), ("paper", r["paper_value"]),
                   ("compares", f"{r['comparison']} ({r['measure']}" + (f" of {_cell(r['metric'])}" if _cell(r["metric"]) else "") + f", {r['basis']})"),
                   ("verdict", r["verdict"]), ("regime checks", r["regime"]), ("effect", ours_text(r)),
-                  ("seeds", r["n"]), ("seed lists", r.get("seeds")), ("tier", r.get("tier")),
+                  ("seeds", r["n"]), ("seed lists", r.get("seeds")),
+                  ("sequential design", r.get("sequential")), ("tier", r.get("tier")),
                   ("design fixed at", f"{_cell(r.get('design_commit'))}: {_cell(r.get('design_status'))}"),
                   ("changed after results", r.get("changed_after_results")), ("method", r["method"]), ("rule", r["rule"]), ("reached", r["reached"]),
                   ("per seed", r["per_seed"])]
@@ -425,7 +486,12 @@ def main(argv=None) -> int:
     else:
         if not (args.paper and args.figures):
             p.error("--paper and --figures are required without --combine")
-        df = evaluate(Path(args.paper), Path(args.figures), args.scale)
+        df, state = evaluate_with_state(Path(args.paper), Path(args.figures), args.scale)
+        state_file = Path(args.csv).parent / sequential.STATE
+        if state:   # what the next plan reads from this results root (workflows/experiments.py)
+            sequential.write_state(state_file, state)
+        elif state_file.exists():   # no sequential claim any more: a stale state must not extend a figure
+            state_file.unlink()
         heading = f"Claims of {df['paper'].iloc[0] if len(df) else args.paper} ({args.scale} scale)"
     atomic_write_text(args.csv, df.to_csv(index=False))
     atomic_write_text(args.markdown, markdown(df, heading))

@@ -2,7 +2,8 @@
 
 A claim's design at one scale is what decides its verdict, not its wording: its measure, metric,
 series, models, offsets, margin (`at_least`, `within`), target, whether it is declared untestable
-(`full_scale_only`, its presence), its per-scale overrides, every regime check's numbers (quantity,
+(`full_scale_only`, its presence), its sequential looks (`sequential`, with the seeds its later looks
+add: analysis/sequential.py), its per-scale overrides, every regime check's numbers (quantity,
 series, metric, fraction, steps, min, max, `over`, ...; not the check's name, source or why), and,
 for every figure the claim or a check reads, the scale's seeds and the resolved run config (preset,
 base, overrides; without what the run id leaves out) of every series they name (run lengths,
@@ -39,6 +40,7 @@ from pathlib import Path
 
 import yaml
 
+from analysis.sequential import continued
 from codist.config import NOT_IN_RUN_ID
 
 TEXT_KEYS = {"claim", "source", "paper", "changed_after_results"}   # wording, not design
@@ -147,6 +149,14 @@ def claim_design(doc: dict, claim_id: str, scale: str, read_preset) -> dict | No
                      if isinstance(v, str) and v.startswith("@")]
         runs[fig] = {"seeds": sc.get("seeds"), "series": series}
     design["runs"] = runs
+    seq = {**claim, **((claim.get("scales") or {}).get(scale) or {})}.get("sequential")
+    looks = seq.get("looks") if isinstance(seq, dict) else None
+    seeds = (runs.get(claim.get("figure")) or {}).get("seeds")
+    if looks and seeds:   # a sequential claim's later looks' seeds are fixed in advance: part of its design
+        try:
+            runs[claim["figure"]]["continued_seeds"] = continued(seeds, max(looks))
+        except (TypeError, ValueError):   # an old commit's malformed declaration: its keys already differ
+            pass
     return design
 
 

@@ -21,6 +21,7 @@ QUANTITIES = ("value", "last_gain", "gain_over", "difference", "speedup", "train
               "epochs", "round_epochs", "rounds", "period_fraction", "lr_wd_sum", "critical_ratio",
               "exchange_lag")
 ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
+MIN_LOOK = 3   # = stats.MIN_SEEDS (tests/test_sequential.py): a look at fewer seeds cannot decide (stats.decide)
 
 
 class Strict(BaseModel):
@@ -150,6 +151,22 @@ class RegimeCheck(Quantity):
         return self
 
 
+class Sequential(Strict):
+    """A group-sequential design (analysis/sequential.py), part of the claim's design: the seed
+    counts at each planned look, the first the figure's declared seeds (checked against the figure
+    at plan time), the later ones continued by sequential.continued."""
+    looks: list[int] = Field(min_length=2)
+
+    @field_validator("looks")
+    @classmethod
+    def _increasing(cls, v):
+        if v[0] < MIN_LOOK:
+            raise ValueError(f"every look needs at least {MIN_LOOK} seeds (fewer cannot decide); the first is {v[0]}")
+        if any(b <= a for a, b in zip(v, v[1:])):
+            raise ValueError("the seed counts of the looks must increase strictly")
+        return v
+
+
 class Claim(Strict):
     id: str = Field(pattern=ID)
     claim: str
@@ -173,10 +190,12 @@ class Claim(Strict):
     regime: list[RegimeCheck] = Field(default_factory=list)
     full_scale_only: Optional[str] = None   # why no CPU-sized scale can test it
     identity: Optional[dict] = None         # comm_ratio: the papers' own periods (analysis/comm_identity.py)
+    sequential: Optional[Sequential] = None   # opt-in: more seeds at planned looks (analysis/sequential.py)
     # per-scale replacements of the series a claim compares (the scales name their series differently,
     # e.g. k = 125 embedded for the paper's k = 250): {full: {a: "...", b: "..."}}; with their own
     # `regime:` there, else the claim's checks with the replaced series renamed (Claim.at)
-    scales: dict[str, dict[Literal["a", "b", "a2", "b2", "a_model", "b_model", "b_offset", "regime"], object]] = \
+    scales: dict[str, dict[Literal["a", "b", "a2", "b2", "a_model", "b_model", "b_offset", "regime", "sequential"],
+                           object]] = \
         Field(default_factory=dict)
 
     def at(self, scale: str) -> "Claim":
@@ -210,6 +229,8 @@ class Claim(Strict):
             raise ValueError("a2 and b2 go together")
         if self.at_least is not None and self.within is not None:
             raise ValueError("at_least and within exclude each other")
+        if self.sequential and self.measure == "comm_ratio":
+            raise ValueError("sequential: a comm_ratio is exact (no seed statistics): more seeds decide nothing")
         return self
 
 
@@ -329,6 +350,10 @@ def _claim_refs(c: Claim, spec: Paper, path, scale, series_models, metrics) -> l
         m = (getattr(c, model_key) if model_key else None) or default(s)
         if m not in have[s]:
             errs.append(f"{where}: figure {c.figure!r}, {model_key or key}: model {m!r}; series {s!r} has {have[s]}")
+    declared = len(fig.scales[scale].seeds)
+    if c.sequential and c.sequential.looks[0] != declared:
+        errs.append(f"{where}: sequential.looks: the first look is the figure's declared seeds ({declared} at scale "
+                    f"{scale!r}); got {c.sequential.looks}")
     if isinstance(c.b_offset, str) and c.b_offset[1:] not in have:
         errs.append(f"{where}: figure {c.figure!r}, b_offset: series {c.b_offset[1:]!r} does not exist; have {sorted(have)}")
     if c.metric and c.measure == "final" and c.metric not in metrics.get(c.figure, set()):

@@ -40,7 +40,8 @@ else:
 
 try:
     # a relative data_root is taken from the directory snakemake runs in (made absolute in each run's config)
-    PLAN = load_plan(REPLICATIONS, SCALE, CONFIG.data_root, CONFIG.tier, CONFIG.seed_offset)
+    # the results root's sequential.csv files extend the seeds of sequential claims' figures (analysis/sequential.py)
+    PLAN = load_plan(REPLICATIONS, SCALE, CONFIG.data_root, CONFIG.tier, CONFIG.seed_offset, RESULTS)
 except ExperimentsError as e:
     raise WorkflowError(f"cannot plan scale {SCALE!r} from {REPLICATIONS}:\n{e}") from None
 if CONFIG.rehearsal and SCALE != "full":

@@ -25,6 +25,11 @@ Each paper declares which runs make which figure at which scale:
             series:                      # label -> dotted overrides of base
               "sync, 2 workers": {parallel.world_size: 2, optimizer.lr: 0.1}
 
+A claim with `sequential: {looks: [...]}` (analysis/sequential.py) may need more seeds than its
+figure declares: the results root's state (<results>/<scale>/<paper>/sequential.csv, from the claims
+analysis) says how many, and the figure's list is continued to that many (sequential.continued);
+its manifest then names the declared ones (`declared_seeds`), which every other claim reads.
+
 Every (series, seed) resolves to a run config validated by `codist.config.validate`; its
 run id (`codist.config.run_id`) names the run, so a run declared by several figures is
 planned, and trained, once. Only the requested scale is resolved: a scale whose configs
@@ -59,6 +64,7 @@ from codist.workloads.metrics import LOGGED
 
 # the experiments-file schema lives with the analysis that also reads it
 from analysis.schema import SpecError, check_references, parse  # noqa: E402
+from analysis import sequential  # noqa: E402
 
 # figure kind -> the script (relative to the repository root) that draws it
 KINDS = {"curves": "analysis/plot_curves.py", "table": "analysis/plot_table.py",
@@ -93,6 +99,8 @@ class Figure:
     series: list[str]
     runs: list[RunRef]
     spec: dict = field(default_factory=dict)   # the SPEC_KEYS the figure sets (for the analysis)
+    # the declared seeds, where a sequential claim's next look extended the list (analysis/sequential.py)
+    declared_seeds: list[int] | None = None
 
 
 @dataclass
@@ -107,6 +115,7 @@ class Plan:
     tier: str = "default"          # "paper": the paper-tier figures too (schema.TIERS)
     tier_of: dict[tuple[str, str], str] = field(default_factory=dict)   # every figure's tier
     seed_offset: int = 0           # added to every declared seed (0: the committed seeds)
+    state_dir: Path | None = None  # <results>/<scale>: each paper's sequential.csv (analysis/sequential.py)
 
     def config(self, run_id: str) -> RunConfig:
         if run_id not in self.configs:
@@ -159,6 +168,8 @@ class Plan:
             **spec,
             # fresh seeds (make replicate SEEDS=): the claims table says they are not the declared ones
             **({"seed_offset": self.seed_offset} if self.seed_offset else {}),
+            # a sequential claim's looks added seeds: the others' claims read these only (analysis/claims.py)
+            **({"declared_seeds": f.declared_seeds} if f.declared_seeds else {}),
             # series -> its resolved run config (first seed): what regime checks measure
             "configs": {r.series: json.loads(json.dumps(to_dict(self.config(r.run_id))))
                         for r in reversed(f.runs)},
@@ -260,14 +271,47 @@ def in_tier(figure_tier: str, tier: str, scale: str) -> bool:
     return figure_tier == "default" or tier == "paper" or scale == "full"
 
 
-def shifted_seeds(seeds: list[int], offset: int, where: str) -> list[int]:
+def shifted_seeds(seeds: list[int], offset: int, where: str, reach: int = 0) -> list[int]:
     """The scale's seeds plus `offset` (make replicate SEEDS=): fresh seeds, none of them one of the
-    declared ones, so no run id of the committed results is reused."""
+    declared ones, nor one that a sequential claim's looks add to them (up to `reach` seeds:
+    sequential.continued), so no run id of the committed results is reused."""
     out = [s + offset for s in seeds]
-    if offset and set(out) & set(seeds):
+    n = max(reach, len(seeds))
+    taken = sequential.continued(seeds, n)
+    if offset and set(sequential.continued(out, n)) & set(taken):
+        extra = f" or the seeds its sequential looks add ({taken[len(seeds):]})" if n > len(seeds) else ""
         raise ExperimentsError(f"{where}: seeds: seed_offset {offset} maps {seeds} onto {out}, which reuses "
-                               f"declared seeds; use an offset above {max(seeds) - min(seeds)}")
+                               f"declared seeds{extra}; use an offset above {max(taken) - min(seeds)}")
     return out
+
+
+def sequential_needs(spec, path: Path, scale: str, state_dir: Path | None) -> tuple[dict[str, int], dict[str, int]]:
+    """(figure -> the most seeds its sequential claims' looks reach, figure -> the seeds the results
+    root's state asks it to hold: <state_dir>/<paper>/sequential.csv, analysis/sequential.py). A state
+    row that the claims' design no longer has is an error naming the file: the plan would run seeds
+    for a design nobody declares."""
+    reach, needs = {}, {}
+    designs = {c.id: c.at(scale) for c in spec.claims}
+    for c in designs.values():
+        if c.sequential:
+            reach[c.figure] = max(reach.get(c.figure, 0), c.sequential.looks[-1])
+    state = Path(state_dir) / spec.paper / sequential.STATE if state_dir else None
+    if not state or not state.exists():
+        return reach, needs
+    try:
+        rows = sequential.read_state(state)
+    except sequential.SequentialError as e:
+        raise ExperimentsError(str(e)) from None
+    for r in rows:
+        c = designs.get(r["id"])
+        looks = c.sequential.looks if c and c.sequential else None
+        if looks != r["looks"] or c.figure != r["figure"]:
+            raise ExperimentsError(
+                f"{state}: claim {r['id']!r} (figure {r['figure']!r}, looks {r['looks']}) is not a sequential claim "
+                f"of {path} with these looks at scale {scale!r} (now: {looks}): its design changed after the state "
+                f"was written; remove {state} to restart its looks from the declared seeds")
+        needs[c.figure] = max(needs.get(c.figure, 0), r["seeds_needed"])
+    return reach, needs
 
 
 def load_paper(path: str | os.PathLike, scale: str, plan: Plan) -> None:
@@ -288,6 +332,7 @@ def load_paper(path: str | os.PathLike, scale: str, plan: Plan) -> None:
         raise ExperimentsError(f"{path}: paper: {paper!r} must equal its folder name {path.parent.name!r}")
     raw_figures = {k: v for k, v in doc["figures"].items()}
     errors, series_models, logged = [], {}, {}
+    reach, needs = sequential_needs(spec, path, scale, plan.state_dir)
     for fig_id, fig in spec.figures.items():
         where = f"{path}: {paper} {fig_id}"
         if not ID_RE.match(str(fig_id)):
@@ -298,7 +343,8 @@ def load_paper(path: str | os.PathLike, scale: str, plan: Plan) -> None:
             continue
         where = f"{where}, scale {scale!r}"
         sc = raw_figures[fig_id]["scales"][scale]
-        seeds, series = shifted_seeds(sc["seeds"], plan.seed_offset, where), sc["series"]
+        declared = shifted_seeds(sc["seeds"], plan.seed_offset, where, reach.get(fig_id, 0))
+        seeds, series = sequential.continued(declared, max(len(declared), needs.get(fig_id, 0))), sc["series"]
         base = scale_base(sc, path, where)
         runs, failed, resolved = [], {}, {}
         for label, overrides in series.items():
@@ -338,7 +384,7 @@ def load_paper(path: str | os.PathLike, scale: str, plan: Plan) -> None:
             " ".join(filter(None, [fig.notes, fig.scales[scale].notes])).strip(),
             [str(s) for s in series], runs,
             {k: ([r for r in raw[k] if scale in r.get("scales", [scale])] if k == "rows" else raw[k])
-             for k in SPEC_KEYS if k in raw})
+             for k in SPEC_KEYS if k in raw}, declared if len(seeds) > len(declared) else None)
     if errors:
         raise ExperimentsError("\n".join(errors))
     planned = {f for f, fig in spec.figures.items() if in_tier(fig.tier, plan.tier, scale)}
@@ -348,17 +394,20 @@ def load_paper(path: str | os.PathLike, scale: str, plan: Plan) -> None:
 
 
 def load_plan(root: str | os.PathLike, scale: str, data_root: str | None = None, tier: str = "default",
-              seed_offset: int = 0) -> Plan:
+              seed_offset: int = 0, results: str | os.PathLike | None = None) -> Plan:
     """The plan for `scale` from every `root/<paper>/experiments.yaml`. `data_root`: written,
     absolute, into the launch section of every run that reads a data folder relative to it
     (codist.data_root; the run ids stay the same); runs that read none are left as they are, so
     a data root never rewrites their config files. `tier`: "paper" adds the paper-tier figures.
-    `seed_offset`: added to every seed list (new run ids: a rerun with fresh seeds)."""
+    `seed_offset`: added to every seed list (new run ids: a rerun with fresh seeds). `results`: the
+    results root planned for; its <scale>/<paper>/sequential.csv (written by the claims analysis)
+    extends a figure's seeds to what its sequential claims' looks need (analysis/sequential.py)."""
     root = Path(root)
     files = sorted(root.glob("*/experiments.yaml"))
     if not files:
         raise ExperimentsError(f"{root}: no <paper>/experiments.yaml found")
-    plan, errors = Plan(scale, tier=tier, seed_offset=seed_offset), []
+    plan, errors = Plan(scale, tier=tier, seed_offset=seed_offset,
+                        state_dir=Path(results) / scale if results is not None else None), []
     for path in files:
         try:
             load_paper(path, scale, plan)
