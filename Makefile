@@ -75,6 +75,18 @@ replicate: $(STAMP)
 		$(if $(TIER),tier=$(TIER)) $(if $(SEEDS),seed_offset=$(SEEDS))
 	$(BIN)/python workflows/compare.py --results $(RESULTS) --reference results
 
+# Claims with a pre-registered sequential design (`sequential: {looks: [...]}`, analysis/sequential.py):
+# make replicate again while a claim's look is inconclusive and its next look's seeds are not yet in
+# $(RESULTS) (each pass continues those figures' seeds from $(RESULTS)/embedded/<paper>/sequential.csv);
+# each pass reaches a later look, and a claim asking for seeds its figure already holds stops it with an
+# error; at most 20 passes (make -n runs this loop: it has $(MAKE) in it).
+.PHONY: replicate-sequential
+replicate-sequential: $(STAMP)
+	$(MAKE) --no-print-directory replicate
+	for pass in $$(seq 20); do $(BIN)/python analysis/sequential.py pending $(RESULTS)/embedded; rc=$$?; \
+		[ $$rc -eq 3 ] || exit $$rc; $(MAKE) --no-print-directory replicate || exit 1; done; \
+		echo "replicate-sequential: claims still ask for more seeds after 20 passes" >&2; exit 1
+
 # Regenerates the replication in a temporary folder and compares every committed table with it:
 # fails unless every non-timing column is bit-identical (and says, per table, whether a difference
 # is within seed noise); TARGETS="sun2016/cifar10.csv ..." checks only those; TIER=paper for a paper-tier table.
