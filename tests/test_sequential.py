@@ -49,18 +49,20 @@ def write_spec(root, *claims_, seeds=(0, 1, 2)):
     return path
 
 
-def write_figure(d, effects, declared=None):
+def write_figure(d, effects, declared=None, metric="val_loss", workload=None):
     """f's tables with these per-seed effects (val_loss: b ends at 2.0, a at 2.0 - effect) for seeds
-    0..len-1; `declared`: the plan's declared_seeds (a figure a sequential look extended)."""
+    0..len-1; `declared`: the plan's declared_seeds (a figure a sequential look extended); `workload`:
+    series a's (its validation size)."""
     d.mkdir(parents=True, exist_ok=True)
-    rows = [{"series": s, "seed": seed, "model": "0", "step": step, "wall_s": 0, "metric": "val_loss", "val_loss": v}
+    rows = [{"series": s, "seed": seed, "model": "0", "step": step, "wall_s": 0, "metric": metric, metric: v}
             for seed, e in enumerate(effects) for s, end in (("a", 2.0 - e), ("b", 2.0))
             for step, v in ((10, 3.0), (20, end))]
     pd.DataFrame(rows).to_csv(d / "f_curves.csv", index=False)
     runs = [{"series": s, "seed": seed, "run_id": f"{s}{seed}", "run_dir": "x"} for s in ("a", "b")
             for seed in range(len(effects))]
-    (d / "f_runs.json").write_text(json.dumps({"paper": "toy", "figure": "f", "panels": ["val_loss"], "runs": runs,
-                                               **({"declared_seeds": declared} if declared else {})}))
+    (d / "f_runs.json").write_text(json.dumps({"paper": "toy", "figure": "f", "panels": [metric], "runs": runs,
+                                               **({"declared_seeds": declared} if declared else {}),
+                                               **({"configs": {"a": {"workload": workload}}} if workload else {})}))
     claims.read_table.cache_clear()
     claims.read_manifest.cache_clear()
     return d
@@ -142,6 +144,26 @@ def test_the_last_look_with_a_margin_it_cannot_resolve_reads_underpowered_at_its
     assert df.loc["m", "verdict"] == "inconclusive"
     df, _ = evaluate(tmp_path / "3", LOOK2, claim("m", within=need - 1e-6), declared=[0, 1, 2])
     assert df.loc["m", "verdict"].startswith(f"underpowered: margin {need - 1e-6:g} < {need:.3g}")
+
+
+def test_before_the_runs_a_margin_is_judged_at_the_last_look_s_seeds_and_level(tmp_path):
+    # 1,000 validation examples: an equivalence margin needs (t(q, n-1) + t(0.90, n-1)) sqrt(0.5 / 1000) / sqrt(n):
+    # at the last of looks [3, 5] (n = 5, q = 0.975) 0.0460; today's fixed n = 3 at 0.95: 0.0620
+    floor = math.sqrt(0.5 / 1000)
+    need5 = (T2 + float(student_t.ppf(0.90, 4))) * floor / math.sqrt(5)
+    need3 = (float(student_t.ppf(0.95, 2)) + float(student_t.ppf(0.90, 2))) * floor / math.sqrt(3)
+    assert need5 < 0.05 < need3
+    spec = write_spec(tmp_path / "rep", claim("under", metric="val_accuracy", within=need5 - 1e-5),
+                      claim("enough", metric="val_accuracy", within=need5 + 1e-5),
+                      claim("fixed", looks=None, metric="val_accuracy", within=0.05),
+                      claim("seq", metric="val_accuracy", within=0.05))
+    figs = write_figure(tmp_path / "fig", [0.0, 0.001, -0.001], metric="val_accuracy",
+                        workload={"name": "imagenet", "dataset": "embedded", "val_size": 1000})
+    df = claims.evaluate(spec, figs, "embedded").set_index("id")
+    assert df.loc["under", "verdict"] == (f"underpowered: margin {need5 - 1e-5:g} < {need5:.3g}, the least that 5 seeds x "
+                                          f"1000 validation examples resolve (80% power, bounds at 0.975: the last look's)")
+    assert df.loc["fixed", "verdict"].startswith(f"underpowered: margin 0.05 < {need3:.3g}, the least that 3 seeds")
+    assert df.loc["enough", "verdict"] == df.loc["seq", "verdict"] == "holds"   # bounds +/- 0.0025 at look 1
 
 
 def test_a_claim_without_sequential_reads_the_declared_seeds_of_an_extended_figure(tmp_path):
