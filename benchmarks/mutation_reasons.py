@@ -151,10 +151,6 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
      "target = torch.softmax(self.global_model(x) / a.temperature, dim=1)", "accepted",
      "dim 1 is the last dimension of the image and CTR workloads' 2-D logits; the LM's 3-D logits would tell them "
      "apart, and no test runs EC-DNN on the LM workload (a gap: EC-DNN is Sun's image method here)"),
-    ("src/codist/algorithms/model_average.py", "AddNot", 'self._global = frozen(self.new_model()) if self.topo.model_index == 0 else None', 'self._global = frozen(self.new_model()) if not self.topo.model_index == 0 else None',
-     "accepted", "G (the parameter average) is the same on every rank and the evaluation table is summed over ranks then divided, so the other models' ranks give model 0's row (K > 2: up to float rounding); only who spends the evaluation differs"),
-    ("src/codist/algorithms/model_average.py", "ReplaceComparisonOperator_Eq_NotEq", 'self._global = frozen(self.new_model()) if self.topo.model_index == 0 else None', 'self._global = frozen(self.new_model()) if self.topo.model_index != 0 else None',
-     "accepted", "G (the parameter average) is the same on every rank and the evaluation table is summed over ranks then divided, so the other models' ranks give model 0's row (K > 2: up to float rounding); only who spends the evaluation differs"),
     ("src/codist/algorithms/model_average.py", "ReplaceAndWithOr", 'if torch.is_tensor(v) and v.is_floating_point() and v.dim() > 0]',
      'if torch.is_tensor(v) or v.is_floating_point() and v.dim() > 0]', "equivalent", "the tensors it adds are the optimizers' 0-d step counters (Adam, Adagrad; SGD keeps no counter), equal on every model since all take the same updates: their mean over the models is themselves, exactly"),
     ("src/codist/algorithms/model_average.py", "ReplaceComparisonOperator_Gt_GtE", 'if torch.is_tensor(v) and v.is_floating_point() and v.dim() > 0]', 'if torch.is_tensor(v) and v.is_floating_point() and v.dim() >= 0]',
@@ -163,9 +159,6 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
      "model_average's rounds is only saved in the checkpoint and restored: nothing reads it"),
     ("src/codist/algorithms/model_average.py", "NumberReplacer", "self.rounds += 1", "self.rounds += 2", "equivalent",
      "model_average's rounds is only saved in the checkpoint and restored: nothing reads it"),
-    ("src/codist/algorithms/model_average.py", "NumberReplacer", 'self._global = frozen(self.new_model()) if self.topo.model_index == 0 else None', 'self._global = frozen(self.new_model()) if self.topo.model_index == 1 else None', "equivalent",
-     "MA-DNN has K >= 2 models: model 1's group has as many ranks as model 0's, on the same validation shards, and "
-     "G is the same parameter average on every rank, so its row is the same"),
     ("src/codist/algorithms/model_average.py", "ReplaceAndWithOr", 'if torch.is_tensor(v) and v.is_floating_point() and v.dim() > 0]',
      'if torch.is_tensor(v) and v.is_floating_point() or v.dim() > 0]', "equivalent", "every state value of the optimizers the configs allow (SGD's momentum buffer; Adam's and Adagrad's step, moments, sums) is a float tensor, so integer and non-tensor values never reach the filter"),
     ("src/codist/algorithms/model_average.py", "NumberReplacer", 'if torch.is_tensor(v) and v.is_floating_point() and v.dim() > 0]', 'if torch.is_tensor(v) and v.is_floating_point() and v.dim() > -1]', "equivalent",
