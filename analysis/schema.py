@@ -233,6 +233,17 @@ class Claim(Strict):
             raise ValueError("sequential: a comm_ratio is exact (no seed statistics): more seeds decide nothing")
         return self
 
+    @model_validator(mode="after")
+    def _scales_read(self):
+        """Each scale's override makes a valid claim (else Claim.at would fail later, unnamed)."""
+        for scale in self.scales:
+            try:
+                self.at(scale)
+            except ValidationError as e:
+                raise ValueError("; ".join(f"scales.{scale}.{'.'.join(map(str, err['loc']))}: "
+                                           + err["msg"].removeprefix("Value error, ") for err in e.errors())) from None
+        return self
+
 
 def _renamed(check: dict, rename: dict, figure: str) -> dict:
     """A regime check (model_dump) with its series and `over`'s renamed; a quantity on another
@@ -257,8 +268,9 @@ def _where(loc, doc) -> str:
     then the YAML path of the key."""
     loc = list(loc)
     try:
-        if loc[:1] == ["claims"] and isinstance(loc[1], int):
-            return f"claim {doc['claims'][loc[1]].get('id')!r} (claims.{loc[1]}), " + ".".join(map(str, loc[2:]))
+        if loc[:1] == ["claims"] and isinstance(loc[1], int):   # (the claim itself: a rule across its keys)
+            return (f"claim {doc['claims'][loc[1]].get('id')!r} (claims.{loc[1]})"
+                    + (", " + ".".join(map(str, loc[2:])) if loc[2:] else ""))
         if loc[:1] == ["figures"] and len(loc) > 1:
             return f"figure {loc[1]!r}, " + ".".join(map(str, loc[2:]))
     except (KeyError, IndexError, TypeError, AttributeError):
@@ -287,6 +299,8 @@ def _problem(err) -> str:
             return ("missing: every regime check needs a source (the paper's sentence, figure or table it "
                     "operationalises, and where its threshold comes from)")
         return f"missing (a required key: {key!r})"
+    if err["type"] == "value_error" and isinstance(err.get("input"), dict):   # a rule across keys: not all of them
+        return err["msg"].removeprefix("Value error, ")
     return f"{err['msg']} (got {err.get('input')!r})"
 
 

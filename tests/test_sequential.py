@@ -251,6 +251,18 @@ def test_a_bad_declaration_is_one_line_naming_the_file_the_claim_and_the_key(tmp
     assert str(e.value).startswith(f"{path}: claim 'c'") and len(str(e.value).splitlines()) == 1
 
 
+def test_looks_declared_for_one_scale_only(tmp_path):
+    per_scale = {**claim("c", looks=None), "scales": {"embedded": {"sequential": {"looks": [3, 5, 8]}}}}
+    write_spec(tmp_path / "rep", per_scale)
+    state_file(tmp_path / "res", [{"id": "c", "seeds_needed": 8}])
+    assert seeds_of(load_plan(tmp_path / "rep", "embedded", results=tmp_path / "res"), "f") == list(range(8))
+    path = write_spec(tmp_path / "rep", {**per_scale, "scales": {"embedded": {"sequential": {"looks": [3, 3]}}}})
+    with pytest.raises(ExperimentsError) as e:
+        load_plan(tmp_path / "rep", "embedded")
+    assert str(e.value) == (f"{path}: claim 'c' (claims.0): scales.embedded.sequential.looks: the seed counts of the "
+                            f"looks must increase strictly")
+
+
 def test_no_sequential_design_on_an_exact_byte_identity(tmp_path):
     path = write_spec(tmp_path / "rep", claim("c", measure="comm_ratio"))
     with pytest.raises(ExperimentsError, match="a comm_ratio is exact"):
