@@ -31,10 +31,11 @@ The state (`sequential.csv` beside a paper's claims.csv, written by analysis/cla
 has a sequential claim): one row per sequential claim, with `seeds_needed` (the seeds its figure
 must hold: its last look's, or the next look's when it asks for more). workflows/experiments.py
 reads it from the results root it plans for and extends the figure's seed list to the largest
-seeds_needed of its claims; `make replicate-sequential` reruns until `pending` finds no claim asking
-for seeds its figure does not hold.
+seeds_needed of its claims; `repeat` (make replicate-sequential, make verify) reruns a pass until
+`pending` finds no claim asking for seeds its figure does not hold.
 
     python analysis/sequential.py pending results-local/embedded   # exit 3: a claim asks for more
+    python analysis/sequential.py repeat results-local/embedded -- make replicate
 """
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ import argparse
 import csv
 import io
 import json
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +55,7 @@ STATE = "sequential.csv"
 FIELDS = ["paper", "id", "figure", "looks", "look", "n", "confidence", "status", "seeds_needed", "verdict"]
 NEXT, FINAL = "next look", "final"
 PENDING_EXIT = 3   # `pending`: a claim asks for seeds its figure does not hold yet
+MAX_PASSES = 20    # `repeat`: passes after the first, at most
 
 
 class SequentialError(ValueError):
@@ -179,13 +182,40 @@ def pending(scale_dir: Path) -> list[str]:
     return out
 
 
+def repeat(run_pass: Callable[[], int], scale_dir: Path, passes: int = MAX_PASSES) -> None:
+    """Run a pass (`run_pass()`: its exit status), then again while a sequential claim under
+    `scale_dir` asks for seeds its figure does not hold. Each pass must add some of the seeds asked
+    (else a pass would repeat itself: a paper-tier figure outside the tier asked); SequentialError
+    when a pass fails, adds none, or `passes` more passes leave claims asking."""
+    asked = None
+    for _ in range(passes + 1):
+        if run_pass() != 0:
+            raise SequentialError("a pass failed (its output above)")
+        asked, before = pending(scale_dir), asked
+        if not asked:
+            return
+        print("\n".join(asked), flush=True)
+        if asked == before:
+            raise SequentialError("the last pass added none of the seeds asked (a paper-tier figure needs TIER=paper)")
+    raise SequentialError(f"sequential claims still ask for more seeds after {passes} more passes")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
     q = sub.add_parser("pending", help=f"exit {PENDING_EXIT} if a sequential claim asks for more seeds, else 0")
     q.add_argument("scale_dir", type=Path, help="<results>/<scale>, e.g. results-local/embedded")
+    r = sub.add_parser("repeat", help="run COMMAND, then again while a sequential claim asks for more seeds")
+    r.add_argument("scale_dir", type=Path, help="<results>/<scale> that COMMAND writes")
+    r.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- COMMAND ...")
     args = p.parse_args(argv)
     try:
+        if args.command == "repeat":
+            cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+            if not cmd:
+                p.error("repeat: a command to run is required after --")
+            repeat(lambda: subprocess.run(cmd).returncode, args.scale_dir)
+            return 0
         lines = pending(args.scale_dir)
     except SequentialError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -293,6 +293,48 @@ def test_pending_asks_for_more_only_while_a_figure_lacks_the_seeds(tmp_path, cap
     assert sequential.main(["pending", str(scale_dir)]) == 0
 
 
+def emulated_passes(tmp_path, progress=True):
+    """A pass of make replicate as the loop sees it: the first leaves claim c at look 1 of [3, 5, 8]
+    asking for 5 seeds; each later pass (if `progress`) adds the seeds asked and reaches the next look."""
+    scale_dir = tmp_path / "res" / "embedded"
+    passes = []
+
+    def one_pass() -> int:
+        passes.append(1)
+        look = min(len(passes), 3) if progress else 1
+        n, needed = (3, 5, 8)[look - 1], (5, 8, 8)[look - 1]
+        state_file(tmp_path / "res", [{"id": "c", "look": look, "n": n, "seeds_needed": needed,
+                                       "status": "next look" if needed > n else "final"}])
+        write_figure(scale_dir / "toy", [0.0] * n)
+        return 0
+    return scale_dir, passes, one_pass
+
+
+def test_repeat_runs_passes_until_no_claim_asks_and_stops_a_pass_that_adds_nothing(tmp_path, capsys):
+    scale_dir, passes, one_pass = emulated_passes(tmp_path / "on")
+    sequential.repeat(one_pass, scale_dir)
+    assert len(passes) == 3   # looks 1, 2, 3: the third is final
+    assert "figure f needs 8 seeds (holds 5)" in capsys.readouterr().out
+    scale_dir, passes, one_pass = emulated_passes(tmp_path / "stuck", progress=False)
+    with pytest.raises(sequential.SequentialError, match="the last pass added none of the seeds asked"):
+        sequential.repeat(one_pass, scale_dir)
+    assert len(passes) == 2
+    scale_dir, passes, one_pass = emulated_passes(tmp_path / "few")
+    with pytest.raises(sequential.SequentialError, match="still ask for more seeds after 1 more passes"):
+        sequential.repeat(one_pass, scale_dir, passes=1)
+    with pytest.raises(sequential.SequentialError, match="a pass failed"):
+        sequential.repeat(lambda: 1, scale_dir)
+
+
+def test_repeat_from_the_command_line_runs_the_command_given(tmp_path):
+    script = tmp_path / "pass.py"   # a command that writes a final state: one pass
+    script.write_text(f"from pathlib import Path\n(Path({str(tmp_path / 'ran')!r})).write_text('1')\n")
+    assert sequential.main(["repeat", str(tmp_path / "res" / "embedded"), "--", sys.executable, str(script)]) == 0
+    assert (tmp_path / "ran").read_text() == "1"
+    assert sequential.main(["repeat", str(tmp_path / "res" / "embedded"), "--", sys.executable, "-c",
+                            "raise SystemExit(4)"]) == 2
+
+
 def test_the_looks_and_the_seeds_they_add_are_part_of_the_design():
     doc = {"claims": [claim("c", looks=(3, 5, 8))],
            "figures": {"f": {"scales": {"embedded": {"base": BASE, "seeds": [0, 1, 2], "series": {"a": {}, "b": {}}}}}}}

@@ -61,17 +61,14 @@ def regenerate(scale: str, results: Path, cores: int, targets: list[str], tier: 
     # targets before --config, which takes every key=value that follows it
     cmd = [str(exe), *(str(results / scale / t) for t in targets), "--profile", "env/profiles/local",
            "--cores", str(cores), "--config", f"results={results}", f"scale={scale}", f"tier={tier}"]
-    # as make replicate-sequential: again while a sequential claim asks for its next look's seeds
-    for _ in range(21):
+    def one_pass() -> int:
         print("$", " ".join(cmd), flush=True)
-        if subprocess.run(cmd, cwd=ROOT).returncode != 0:
-            raise SystemExit("verify: the regeneration failed (see Snakemake's output above)")
-        try:
-            if not sequential.pending(results / scale):
-                return
-        except sequential.SequentialError as e:
-            raise SystemExit(f"verify: {e}") from None
-    raise SystemExit("verify: sequential claims still ask for more seeds after 20 more passes")
+        return subprocess.run(cmd, cwd=ROOT).returncode
+
+    try:   # as make replicate-sequential: again while a sequential claim asks for its next look's seeds
+        sequential.repeat(one_pass, results / scale)
+    except sequential.SequentialError as e:
+        raise SystemExit(f"verify: the regeneration failed: {e} (see Snakemake's output above)") from None
 
 
 def main() -> int:
