@@ -76,16 +76,13 @@ replicate: $(STAMP)
 	$(BIN)/python workflows/compare.py --results $(RESULTS) --reference results
 
 # Claims with a pre-registered sequential design (`sequential: {looks: [...]}`, analysis/sequential.py):
-# make replicate again while a claim's look is inconclusive and its next look's seeds are not yet in
-# $(RESULTS) (each pass continues those figures' seeds from $(RESULTS)/embedded/<paper>/sequential.csv);
-# each pass reaches a later look, and a claim asking for seeds its figure already holds stops it with an
-# error; at most 20 passes (make -n runs this loop: it has $(MAKE) in it).
+# make replicate, then again while a claim's look is inconclusive and its next look's seeds are not yet
+# in $(RESULTS) (each pass continues those figures' seeds from $(RESULTS)/embedded/<paper>/sequential.csv);
+# it stops with an error when a pass adds none of the seeds asked (a paper-tier figure: TIER=paper), a
+# claim asks for seeds its figure already holds, or 20 more passes did not end it.
 .PHONY: replicate-sequential
 replicate-sequential: $(STAMP)
-	$(MAKE) --no-print-directory replicate
-	for pass in $$(seq 20); do $(BIN)/python analysis/sequential.py pending $(RESULTS)/embedded; rc=$$?; \
-		[ $$rc -eq 3 ] || exit $$rc; $(MAKE) --no-print-directory replicate || exit 1; done; \
-		echo "replicate-sequential: claims still ask for more seeds after 20 passes" >&2; exit 1
+	$(BIN)/python analysis/sequential.py repeat $(RESULTS)/embedded -- $(MAKE) --no-print-directory replicate
 
 # Regenerates the replication in a temporary folder and compares every committed table with it:
 # fails unless every non-timing column is bit-identical (and says, per table, whether a difference
