@@ -122,35 +122,13 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
     ("src/codist/rank/comm.py", "NumberReplacer", '_count("barrier", 0, process_group, None, None)   # a 0-byte call',
      '_count("barrier", 1, process_group, None, None)   # a 0-byte call', "equivalent",
      "record's barrier branch sets sent = recv = 0 whatever the payload it is given"),
-    ("src/codist/algorithms/ensemble_compress.py", "NumberReplacer", "self.rounds += 1", "self.rounds += 2",
-     "equivalent", "rounds is only compared with 0 (and checkpointed for that comparison): 2 per round is as "
-     "non-zero as 1, and no output reports it"),
     ("src/codist/rank/comm.py", "NumberReplacer", "f = sys._getframe(1)", "f = sys._getframe( 0)", "equivalent",
      "frame 0 is _caller itself, a frame of this module that the loop skips, as it skips check_device's"),
     ("src/codist/rank/comm.py", "NumberReplacer", '_count("barrier", 0, process_group, None, None)   # a 0-byte call',
      '_count("barrier", -1, process_group, None, None)   # a 0-byte call', "equivalent",
      "record's barrier branch sets sent = recv = 0 whatever the payload it is given"),
-    ("src/codist/algorithms/ensemble_compress.py", "ReplaceComparisonOperator_Eq_NotEq",
-     'return {"G": self.global_model} if self.topo.model_index == 0 else {}',
-     'return {"G": self.global_model} if self.topo.model_index != 0 else {}', "accepted",
-     "G is the same gathered ensemble on every rank, and the evaluation table is summed over ranks then divided: "
-     "model 1's ranks scoring it give model 0's row (K = 2 exactly; K > 2: K-1 groups' sums, the same means up to "
-     "float rounding); only who spends the evaluation differs"),
     ("src/codist/rank/comm.py", "NumberReplacer", "max(1, ran or 1))", "max( 0, ran or 1))", "equivalent",
      "'ran or 1' is at least 1 (ran is None or a count >= 0), so max(0, .) and max(1, .) both give it"),
-    ("src/codist/algorithms/ensemble_compress.py", "AddNot", 'return {"G": self.global_model} if self.topo.model_index == 0 else {}',
-     'return {"G": self.global_model} if not self.topo.model_index == 0 else {}', "accepted",
-     "as model_index != 0: G is the same gathered ensemble on every rank and the evaluation table is summed over "
-     "ranks then divided, so the other models' ranks give model 0's row (K > 2: up to float rounding)"),
-    ("src/codist/algorithms/ensemble_compress.py", "NumberReplacer", 'return {"G": self.global_model} if self.topo.model_index == 0 else {}',
-     'return {"G": self.global_model} if self.topo.model_index == 1 else {}', "equivalent",
-     "EC-DNN has K >= 2 models (min_models 2): model 1's group has as many ranks as model 0's, on the same "
-     "validation shards, and G is the same gathered ensemble on every rank, so its row is the same"),
-    ("src/codist/algorithms/ensemble_compress.py", "ReplaceUnaryOperator_Delete_USub",
-     "target = torch.softmax(self.global_model(x) / a.temperature, dim=-1)",
-     "target = torch.softmax(self.global_model(x) / a.temperature, dim=1)", "accepted",
-     "dim 1 is the last dimension of the image and CTR workloads' 2-D logits; the LM's 3-D logits would tell them "
-     "apart, and no test runs EC-DNN on the LM workload (a gap: EC-DNN is Sun's image method here)"),
     ("src/codist/algorithms/model_average.py", "ReplaceAndWithOr", 'if torch.is_tensor(v) and v.is_floating_point() and v.dim() > 0]',
      'if torch.is_tensor(v) or v.is_floating_point() and v.dim() > 0]', "equivalent", "the tensors it adds are the optimizers' 0-d step counters (Adam, Adagrad; SGD keeps no counter), equal on every model since all take the same updates: their mean over the models is themselves, exactly"),
     ("src/codist/algorithms/model_average.py", "ReplaceComparisonOperator_Gt_GtE", 'if torch.is_tensor(v) and v.is_floating_point() and v.dim() > 0]', 'if torch.is_tensor(v) and v.is_floating_point() and v.dim() >= 0]',
