@@ -29,7 +29,7 @@ The stopping rule (`decide_looks`), looks in order, each on the first n_j seeds 
 
 The state (`sequential.csv` beside a paper's claims.csv, written by analysis/claims.py when the paper
 has a sequential claim): one row per sequential claim, with `seeds_needed` (the seeds its figure
-must hold: its last look's, or the next look's when it asks for more). workflows/experiments.py
+must hold: the look's it stopped at, or the next look's when it asks for more). workflows/experiments.py
 reads it from the results root it plans for and extends the figure's seed list to the largest
 seeds_needed of its claims; `repeat` (make replicate-sequential, make verify) reruns a pass until
 `pending` finds no claim asking for seeds its figure does not hold.
