@@ -4,6 +4,9 @@ teachers read from a finished run's saved models) and label smoothing (Fig. 2a: 
 w CE(prior, f), the prior uniform or the training set's class frequencies, counted here). One real
 rank (a forked 1-rank gloo world) drives each algorithm's hooks in train_step's order; the teachers
 are two differently initialised models saved as a teacher run's model_0.pt and model_1.pt."""
+import os
+import pickle
+
 import numpy as np
 import pytest
 import torch
@@ -14,7 +17,7 @@ from conftest import TINY, deep_update
 from codist import config
 from codist.workloads import build_workload
 
-STEPS, TEACHER_RUN = 3, "abcdefabcdef"
+STEPS, TEACHER_RUN, PICKLED_CODE_RUN = 3, "abcdefabcdef", "0123456789ab"
 CASES = {"distill": {"name": "distill", "teacher_run": TEACHER_RUN, "alpha": 0.6, "temperature": 2.0},
          "uniform": {"name": "label_smoothing", "prior": "uniform", "weight": 0.3},
          "unigram": {"name": "label_smoothing", "prior": "unigram", "weight": 0.3}}
@@ -35,16 +38,18 @@ def _rank(rank, runs):
                                             build_workload(cfg.workload, cfg.seed), torch.device("cpu"), runs / "student"))
         algo.setup()
         out[name] = forked_world.updates(algo, STEPS)
-    # a teacher run without the named model, and a run that does not know its own directory: one line each
+    # a teacher run without the named model, a run that does not know its own directory: one line each;
+    # a teacher file that pickles a call: refused unread (weights only)
     errors = []
-    for out_dir, models in ((runs / "student", ["0", "2"]), (None, ["0"])):
-        cfg = _cfg({**CASES["distill"], "teacher_models": models})
+    for out_dir, teacher_run, models in ((runs / "student", TEACHER_RUN, ["0", "2"]), (None, TEACHER_RUN, ["0"]),
+                                         (runs / "student", PICKLED_CODE_RUN, ["0"])):
+        cfg = _cfg({**CASES["distill"], "teacher_run": teacher_run, "teacher_models": models})
         algo = build_algorithm(TrainContext(cfg, topo, CommMeter(rank, topo.model_of()),
                                             build_workload(cfg.workload, cfg.seed), torch.device("cpu"), out_dir))
         try:
             algo.setup()
             errors.append(None)
-        except (FileNotFoundError, RuntimeError) as e:
+        except (FileNotFoundError, RuntimeError, pickle.UnpicklingError) as e:
             errors.append(f"{type(e).__name__}: {e}")
     out["errors"] = errors
     return out
@@ -58,7 +63,19 @@ def world(tmp_path_factory):
     for name, seed in (("0", 11), ("1", 12)):   # two teachers, neither the student's initialisation
         torch.manual_seed(seed)
         torch.save(w.build_model().state_dict(), runs / TEACHER_RUN / f"model_{name}.pt")
+    (runs / PICKLED_CODE_RUN).mkdir()
+    torch.save({"fc.weight": _MakesADirectory(runs / "code_ran")}, runs / PICKLED_CODE_RUN / "model_0.pt")
     return forked_world.run(1, _rank, runs)[0], runs
+
+
+class _MakesADirectory:
+    """Unpickled, calls os.mkdir(path): what a teacher file from elsewhere could run if it were unpickled."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return os.mkdir, (self.path,)
 
 
 def _logits(model, state, x, train):
@@ -87,12 +104,14 @@ def test_two_phase_distillation_loss_of_every_update_by_hand(world):
         assert step["loss"] == pytest.approx(ce + a["alpha"] * kl, rel=1e-5)
 
 
-def test_a_missing_teacher_model_or_run_directory_is_one_clear_line(world):
+def test_a_missing_teacher_model_or_run_directory_is_one_clear_line_and_no_teacher_file_runs_code(world):
     got, runs = world
-    missing, no_dir = got["errors"]
+    missing, no_dir, pickled_code = got["errors"]
     assert missing == (f"FileNotFoundError: algorithm.teacher_run='{TEACHER_RUN}': {runs / TEACHER_RUN / 'model_2.pt'} "
                        f"does not exist; train the teacher run first, with train.save_model: true")
     assert no_dir == "RuntimeError: algorithm.name='distill' needs the run's output directory to find its teacher run"
+    assert not (runs / "code_ran").exists()   # the pickled call never ran: torch refused the file unread
+    assert pickled_code.startswith("UnpicklingError: Weights only load failed")
 
 
 @pytest.mark.parametrize("prior", ["uniform", "unigram"])
