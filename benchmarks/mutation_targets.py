@@ -71,10 +71,11 @@ TARGETS: dict[str, dict] = {
     "src/codist/algorithms/ensemble.py": {"tests": ["test_global_model_ranks.py", "test_algorithms.py",
                                                     "test_resume_every_algorithm.py"],
                                           "k": "ensemble and not ec_dnn and not ensemble_compress and not compression"},
-    # what is exchanged (flat states, BatchNorm statistics, frozen copies, the output ensemble): EC-DNN on the LM's
+    # what is exchanged (flat states, BatchNorm statistics, frozen copies, the output ensemble): frozen teachers and
+    # the ensemble's underflow (test_algorithm_state, no world; added for the survivors' rerun), EC-DNN on the LM's
     # 3-D logits and codistillation's every update by hand (forked, seconds) first, then who scores G and its row
     # (forked), then a group's statistics averaged and resumed (test_bn_sync: 4 spawned ranks and a real run)
-    "src/codist/algorithms/state.py": {"tests": ["test_ec_dnn_lm.py", "test_codistill_steps.py",
+    "src/codist/algorithms/state.py": {"tests": ["test_algorithm_state.py", "test_ec_dnn_lm.py", "test_codistill_steps.py",
                                                  "test_global_model_ranks.py", "test_bn_sync.py"]},
     # the outer step by hand and against torch's SGD (seconds), who builds and scores G (forked world), then the
     # real runs: lr 1 / mu 0 as model averaging, the resumed outer momentum, the resume of every algorithm
