@@ -146,4 +146,8 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
      "model_average's rounds is only saved in the checkpoint and restored: nothing reads it"),
     ("src/codist/algorithms/model_average.py", "NumberReplacer", "self.rounds = 0", "self.rounds = -1", "equivalent",
      "model_average's rounds is only saved in the checkpoint and restored: nothing reads it"),
+    ("src/codist/algorithms/state.py", "ReplaceTrueWithFalse",
+     "def state_tensors(model: nn.Module, buffers: bool = True) -> list[torch.Tensor]:",
+     "def state_tensors(model: nn.Module, buffers: bool = False) -> list[torch.Tensor]:", "equivalent",
+     "state_tensors' only callers, flat_state and load_flat_state, always pass buffers on: its default is never used"),
 ]
