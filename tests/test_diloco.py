@@ -25,18 +25,19 @@ def test_one_outer_step_by_hand():
     assert torch.equal(outer_step(START, MEAN, torch.zeros(2), 1.0, 0.0, False), MEAN)
 
 
+@pytest.mark.parametrize("lr", [0.7, 2.0])   # the paper's; above 1 (the config allows any lr > 0)
 @pytest.mark.parametrize("nesterov", [True, False])
-def test_outer_steps_match_torch_sgd(nesterov):
+def test_outer_steps_match_torch_sgd(nesterov, lr):
     gen = torch.Generator().manual_seed(0)
     theta = torch.randn(50, generator=gen, dtype=torch.float64)
     p = torch.nn.Parameter(theta.clone())
-    sgd = torch.optim.SGD([p], lr=0.7, momentum=0.9, nesterov=nesterov)
+    sgd = torch.optim.SGD([p], lr=lr, momentum=0.9, nesterov=nesterov)
     b = torch.zeros_like(theta)
     for _ in range(4):
         mean = theta + 0.1 * torch.randn(50, generator=gen, dtype=torch.float64)
         p.grad = (p.detach() - mean).clone()   # the pseudo-gradient
         sgd.step()
-        theta = outer_step(theta, mean, b, 0.7, 0.9, nesterov)
+        theta = outer_step(theta, mean, b, lr, 0.9, nesterov)
         assert torch.allclose(theta, p.detach(), rtol=0, atol=1e-12)
 
 
