@@ -150,4 +150,15 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
      "def state_tensors(model: nn.Module, buffers: bool = True) -> list[torch.Tensor]:",
      "def state_tensors(model: nn.Module, buffers: bool = False) -> list[torch.Tensor]:", "equivalent",
      "state_tensors' only callers, flat_state and load_flat_state, always pass buffers on: its default is never used"),
+    ("src/codist/algorithms/diloco.py", "ReplaceAndWithOr", "previous = momentum.clone() if mu and not nesterov else None",
+     "previous = momentum.clone() if mu or not nesterov else None", "equivalent",
+     "previous is read only under 'if mu' and only without Nesterov, where both conditions give the same clone; "
+     "elsewhere the mutant's extra clone is never read"),
+    ("src/codist/algorithms/diloco.py", "NumberReplacer", "if lr != 1:", "if lr != 0:", "equivalent",
+     "the outer lr is > 0 (diloco_config: gt=0), so the mutant also adds (1 - lr) x delta at lr 1: 0 x delta, the "
+     "same values (delta is finite: a difference of finite parameters)"),
+    ("src/codist/algorithms/diloco.py", "NumberReplacer", "self.rounds = 0", "self.rounds = 1", "equivalent", "diloco's rounds is only saved in the checkpoint and restored: nothing reads it"),
+    ("src/codist/algorithms/diloco.py", "NumberReplacer", "self.rounds = 0", "self.rounds = -1", "equivalent", "diloco's rounds is only saved in the checkpoint and restored: nothing reads it"),
+    ("src/codist/algorithms/diloco.py", "NumberReplacer", "self.rounds += 1", "self.rounds += 2", "equivalent", "diloco's rounds is only saved in the checkpoint and restored: nothing reads it"),
+    ("src/codist/algorithms/diloco.py", "NumberReplacer", "self.rounds += 1", "self.rounds += 0", "equivalent", "diloco's rounds is only saved in the checkpoint and restored: nothing reads it"),
 ]

@@ -78,9 +78,11 @@ TARGETS: dict[str, dict] = {
     "src/codist/algorithms/state.py": {"tests": ["test_algorithm_state.py", "test_ec_dnn_lm.py", "test_codistill_steps.py",
                                                  "test_global_model_ranks.py", "test_bn_sync.py"]},
     # the outer step by hand and against torch's SGD (seconds), who builds and scores G (forked world), then the
-    # real runs: lr 1 / mu 0 as model averaging, the resumed outer momentum, the resume of every algorithm
-    "src/codist/algorithms/diloco.py": {"tests": ["test_diloco.py", "test_global_model_ranks.py",
-                                                  "test_resume_every_algorithm.py"], "k": "diloco"},
+    # real runs: lr 1 / mu 0 as model averaging, the resumed outer momentum, the resume of every algorithm;
+    # test_averaging_rounds (a group's statistics in a round, lr > 1) joined for the survivors' rerun
+    "src/codist/algorithms/diloco.py": {"tests": ["test_diloco.py", "test_averaging_rounds.py",
+                                                  "test_global_model_ranks.py", "test_resume_every_algorithm.py"],
+                                        "k": "diloco"},
 }
 
 # cosmic-ray's operators left out (regular expressions matched at the start of the operator's name).
