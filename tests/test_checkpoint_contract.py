@@ -107,6 +107,19 @@ def test_load_refuses_missing_corrupt_and_foreign_files_with_one_line(tmp_path):
     assert checkpoint.load(tmp_path, 8, RID, 0, 0)[1]["x"] == 1
 
 
+def test_a_state_key_the_file_lacks_is_one_line_naming_file_and_key(tmp_path):
+    # e.g. PowerSGD's checkpoints before its DDP bucket layout was kept: no "ddp_buckets"
+    old = {"model": {}, "optimizer": {}}
+    with pytest.raises(CheckpointError) as e:
+        with checkpoint.reading(tmp_path, 8, "group-1.pt"):
+            old["ddp_buckets"]
+    d = tmp_path / "checkpoint" / "step-8"
+    assert str(e.value) == (f"{d / 'group-1.pt'}: its state has no 'ddp_buckets' (written by another codist "
+                            f"version?); delete {tmp_path / 'checkpoint'} to start over")
+    with checkpoint.reading(tmp_path, 8, "rank-0.pt"):   # nothing missing: nothing raised
+        old["model"]
+
+
 def test_the_cpu_generator_round_trips():
     cpu = torch.device("cpu")
     state = checkpoint.rng_state(cpu)

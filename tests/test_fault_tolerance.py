@@ -156,6 +156,15 @@ def test_corrupt_or_foreign_checkpoint_is_a_clear_error(reference, tmp_path):
     (out / "summary.json").unlink()
     assert launch.run(cfg, out) != 0
     assert "corrupt checkpoint" in json.loads((out / ".ranks" / "rank-0.json").read_text())["error"]
+    # a whole file whose algorithm state lacks a key this codist reads (another version wrote it)
+    (out / "summary.json").unlink(missing_ok=True)
+    shutil.copytree(reference / "checkpoint", out / "checkpoint", dirs_exist_ok=True)
+    state = torch.load(group_file, weights_only=True)
+    del state["algorithm"]["scheduler"]
+    torch.save(state, group_file)
+    assert launch.run(cfg, out) != 0
+    error = json.loads((out / ".ranks" / "rank-0.json").read_text())["error"]
+    assert f"{group_file}: its state has no 'scheduler' (written by another codist version?)" in error
 
 
 def test_a_dead_rank_fails_the_run_in_bounded_time_naming_it(cfg_path, tmp_path):

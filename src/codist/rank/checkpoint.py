@@ -12,10 +12,12 @@ another node may see an older copy of the index, and ranks resuming from differe
 train on silently. Every rank then checks that each file it loads holds this run's id and that step.
 A checkpoint is used only if latest.json names this run's id; files are loaded with
 torch.load(weights_only=True); anything missing, truncated or from another config is a
-clear error, never silently reused or skipped.
+clear error, never silently reused or skipped, and so is a file whose algorithm state lacks a key
+this codist reads (another version wrote it: `reading`).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from pathlib import Path
@@ -127,3 +129,16 @@ def _load(path: Path, run_id: str, step: int) -> dict:
 def load(run: Path, step: int, run_id: str, rank: int, group: int) -> tuple[dict, dict]:
     d = _dir(run, step)
     return _load(d / f"group-{group}.pt", run_id, step), _load(d / f"rank-{rank}.pt", run_id, step)
+
+
+@contextlib.contextmanager
+def reading(run: Path, step: int, name: str):
+    """Around restoring one loaded file (`name`: group-<g>.pt or rank-<r>.pt): a key the algorithm reads
+    but the file lacks (a checkpoint written by another codist version, e.g. PowerSGD's before it kept
+    its DDP bucket layout) is one line naming the file and the key, not a KeyError's traceback."""
+    try:
+        yield
+    except KeyError as e:
+        d = _dir(run, step)
+        raise CheckpointError(f"{d / name}: its state has no {e.args[0]!r} (written by another codist "
+                              f"version?); delete {d.parent} to start over") from None

@@ -276,8 +276,10 @@ def resume(run: Run) -> None:
     if start is not None:
         t_load = time.perf_counter()
         group_state, rank_state = checkpoint.load(out, start, run_id, topo.rank, topo.model_index)
-        run.algo.load_checkpoint_state(group_state["algorithm"])
-        run.algo.load_rank_checkpoint_state(rank_state.get("algorithm", {}))   # this rank's own (PowerSGD's residuals)
+        with checkpoint.reading(out, start, f"group-{topo.model_index}.pt"):
+            run.algo.load_checkpoint_state(group_state["algorithm"])
+        with checkpoint.reading(out, start, f"rank-{topo.rank}.pt"):
+            run.algo.load_rank_checkpoint_state(rank_state.get("algorithm", {}))   # this rank's own (PowerSGD's residuals)
         checkpoint.restore_rng(rank_state, run.device)
         run.meter.load_tensor(rank_state["meter"])
         run.timers, run.rows = rank_state["timers"], json.loads(rank_state["rows"])
