@@ -19,7 +19,8 @@ replicate`, timed with /usr/bin/time) without running it again: phase 1 then is 
 analysis time given by `--analysis-s`.
 
 Runs overlap (several jobs on the cores), so phase 1 is split in core-seconds: each run holds
-its Snakemake threads (ranks x threads per rank) for its `elapsed_s`, split by its summary into
+its Snakemake threads (ranks x threads per rank, capped at --cores as train.smk caps them: a
+4-rank run on 2 cores holds 2) for its `elapsed_s`, split by its summary into
 `setup_s` (launch to first update: `codist run`'s own process start, imports, launcher,
 process groups, data, engine), `wall_s` (training updates), `eval_s` (evaluation) and the rest
 (per-update bookkeeping, final model and summary). What the runs do not account for of phase
@@ -63,7 +64,7 @@ def snakemake(args: list[str], cores: int, results: Path, log: Path) -> float:
     return took
 
 
-def run_table(results: Path) -> pd.DataFrame:
+def run_table(results: Path, cores: int) -> pd.DataFrame:
     """One row per run: its summary's time split and the cores it held (Snakemake threads)."""
     runs = []
     for s_path in sorted((results / "embedded" / "runs").glob("*/summary.json")):
@@ -71,7 +72,7 @@ def run_table(results: Path) -> pd.DataFrame:
         m = json.loads((s_path.parent / "manifest.json").read_text())
         runs.append({"run_id": s["run_id"], "name": s["name"], "world_size": s["world_size"],
                      "threads_per_rank": m["threads_per_rank"], "launcher": m["launcher"], "steps": s["steps"],
-                     "cores": s["world_size"] * m["threads_per_rank"], "setup_s": s["setup_s"],
+                     "cores": min(s["world_size"] * m["threads_per_rank"], cores), "setup_s": s["setup_s"],
                      "wall_s": s["wall_s"], "eval_s": s["eval_s"], "elapsed_s": s["elapsed_s"],
                      "tail_s": s["elapsed_s"] - s["setup_s"] - s["wall_s"] - s["eval_s"]})
     if not runs:
@@ -116,10 +117,23 @@ def main() -> None:
         last_run = max(p.stat().st_mtime for p in (tmp / "embedded" / "runs").glob("*/summary.json"))
         train, analysis = last_run - t_start, measured - (last_run - t_start)
 
-    rd = run_table(tmp)
+    rd = run_table(tmp, args.cores)
+    table = split(rd, train, analysis, args.cores, startup if not args.summarize else None,
+                  f"{len(rd)} runs; load average at the end {load}; {args.note or 'timed by this script'}")
+    benchlib.write_csv(table, args.out, "replication_walltime.csv")
+    benchlib.write_csv(rd, args.out, "replication_walltime_runs.csv")
+    print(table.to_markdown(index=False, floatfmt=".2f"))
+    print(f"phase 1 {train:.1f} s, phase 2 {analysis:.1f} s; snakemake log: {log}")
+    if not args.results and not args.summarize:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def split(rd: pd.DataFrame, train: float, analysis: float, cores: int, startup: float | None,
+          total_note: str) -> pd.DataFrame:
+    """The replication's core-seconds by part (phase 1 = `train` s, phase 2 = `analysis` s)."""
     held = {k: float((rd[k] * rd.cores).sum()) for k in ("setup_s", "wall_s", "eval_s", "tail_s", "elapsed_s")}
     single = train + analysis
-    budget = single * args.cores          # the replication's core-seconds
+    budget = single * cores          # the replication's core-seconds
     parts = [
         ("run start-up (setup_s x cores held)", held["setup_s"], float(rd.setup_s.sum()),
          f"codist run's process start to the first update; median {rd.setup_s.median():.2f} s per run"),
@@ -127,27 +141,21 @@ def main() -> None:
         ("evaluation (eval_s x cores held)", held["eval_s"], float(rd.eval_s.sum()), "periodic evaluations"),
         ("run tail (rest of elapsed_s x cores held)", held["tail_s"], float(rd.tail_s.sum()),
          "between-update stop flag / heartbeat / progress bar, final model save and summary"),
-        ("workflow overhead and idle cores in phase 1", train * args.cores - held["elapsed_s"], None,
+        ("workflow overhead and idle cores in phase 1", train * cores - held["elapsed_s"], None,
          "Snakemake scheduling, config rules, process start and teardown around each run, idle cores"),
-        ("analysis after the last run (all cores)", analysis * args.cores, analysis,
+        ("analysis after the last run (all cores)", analysis * cores, analysis,
          "figure manifests, aggregate, plots, claims, notebooks (those drawn earlier count in phase 1)"),
     ]
     rows = [{"part": name, "core_seconds": round(cs, 1), "share_of_total": round(cs / budget, 4),
              "seconds": None if sec is None else round(sec, 1), "note": note} for name, cs, sec, note in parts]
-    rows.append({"part": f"total: one snakemake --cores {args.cores}",
+    rows.append({"part": f"total: one snakemake --cores {cores}",
                  "core_seconds": round(budget, 1), "share_of_total": 1.0, "seconds": round(single, 1),
-                 "note": f"{len(rd)} runs; load average at the end {load}; {args.note or 'timed by this script'}"})
-    if not args.summarize:
+                 "note": total_note})
+    if startup is not None:
         rows.append({"part": "Snakemake start-up (dry run on the empty folder; inside the workflow overhead)",
                      "core_seconds": None, "share_of_total": None, "seconds": round(startup, 1),
                      "note": "parse the workflow and build the job graph; not added to the total"})
-    table = pd.DataFrame(rows)
-    benchlib.write_csv(table, args.out, "replication_walltime.csv")
-    benchlib.write_csv(rd, args.out, "replication_walltime_runs.csv")
-    print(table.to_markdown(index=False, floatfmt=".2f"))
-    print(f"phase 1 {train:.1f} s, phase 2 {analysis:.1f} s; snakemake log: {log}")
-    if not args.results and not args.summarize:
-        shutil.rmtree(tmp, ignore_errors=True)
+    return pd.DataFrame(rows)
 
 
 if __name__ == "__main__":
