@@ -83,6 +83,27 @@ TARGETS: dict[str, dict] = {
     "src/codist/algorithms/diloco.py": {"tests": ["test_diloco.py", "test_averaging_rounds.py",
                                                   "test_global_model_ranks.py", "test_resume_every_algorithm.py"],
                                         "k": "diloco"},
+    # the interface every algorithm runs through: the objective's weights and each update's loss by hand (forked
+    # single ranks, then a 3 x 2 world: seconds, first), who evaluates which model (forked 2 x 2), each model's
+    # seed and the global RNG (test_rank_rng), a group's BatchNorm statistics (spawned ranks and a real run), the
+    # one-rank update against the engine's, fp16's loss scale checkpointed, the init-distance probe, then the
+    # resume of every algorithm (the checkpoint states)
+    "src/codist/algorithms/base.py": {"tests": ["test_single_model_losses.py", "test_codistill_steps.py",
+                                                "test_global_model_ranks.py", "test_rank_rng.py", "test_bn_sync.py",
+                                                "test_local_update.py", "test_precision.py", "test_train_phases.py",
+                                                "test_resume_every_algorithm.py"]},
+    # the update mechanics: the one-rank update bit for bit against the engine's, clipping included (first), the
+    # losses by hand through it (forked), fp16's scaled step, then DDP's update under PowerSGD and post-local SGD
+    # (their gloo runs and closed-form bytes; -k: test_algorithms' other runs do not reach DDPUpdate)
+    "src/codist/algorithms/updates.py": {"tests": ["test_local_update.py", "test_single_model_losses.py",
+                                                   "test_precision.py", "test_powersgd_gloo.py", "test_algorithms.py"],
+                                         "k": "not test_algorithms or powersgd or post_local or unseen"},
+    # PowerSGD's and post-local SGD's own tests: the residuals per rank and on the run's device, the one gloo
+    # bucket and the rebuilt layout a resumed DDP is given (seconds each), their bytes' closed forms, the resume
+    # of both to the uninterrupted run's rows and weights
+    "src/codist/algorithms/ddp_baselines.py": {"tests": ["test_powersgd_checkpoint.py", "test_powersgd_gloo.py",
+                                                         "test_algorithms.py", "test_resume_every_algorithm.py"],
+                                               "k": "powersgd or post_local or unseen or saved_bucket"},
 }
 
 # cosmic-ray's operators left out (regular expressions matched at the start of the operator's name).
