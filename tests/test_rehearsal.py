@@ -89,6 +89,28 @@ def test_shrinks_are_recorded_per_run(full):
         if planned in cfg.schedule.milestones:
             assert moved == used.schedule.milestones[cfg.schedule.milestones.index(planned)]
     assert list(used.schedule.weight_decay_changes.values()) == list(cfg.schedule.weight_decay_changes.values())
+    # ImageNet's one evaluation reads 100 of the validation images (the whole split: 72-80% of a job); the others all
+    for rid, cfg in plan.configs.items():
+        got = {s.key: (s.planned, s.used, s.category) for s in shrinks[rid]}
+        if cfg.workload.name == "imagenet":
+            assert got["train.eval_size"] == (0, 100, "evaluation"), rid
+        else:
+            assert "train.eval_size" not in got, rid
+
+
+@pytest.mark.parametrize("planned,used,ok", [(0, 100, True), (500, 100, True), (500, 500, True),
+                                             (0, 0, True), (100, 0, False), (100, 500, False)])
+def test_an_evaluation_slice_is_of_the_planned_set_and_never_the_whole_of_a_planned_slice(full, planned, used, ok):
+    plan, _, _ = full
+    rid = next(r for r, c in plan.configs.items() if c.workload.name == "imagenet")
+    cfg = with_change(plan.configs[rid], "train.eval_size", planned)
+    rehearsed = with_change(shrink(cfg), "train.eval_size", used)
+    if ok:
+        assert [s.category for s in check(cfg, rehearsed) if s.key == "train.eval_size"] == (
+            ["evaluation"] if planned != used else [])
+    else:
+        with pytest.raises(RehearsalError, match=r"train\.eval_size: .* a slice of the planned set"):
+            check(cfg, rehearsed)
 
 
 @pytest.mark.parametrize("key,value,says", [

@@ -12,6 +12,7 @@ rehearsal, a recorded transformation of it. A rehearsal may change only (ALLOWED
   ranks       parallel.world_size: ranks per model group, at most 2 and at least 2 where the
               full run has more than 1 (the in-group all-reduce runs); models unchanged
   batch       train.batch_per_rank and train.eval_batch, capped where a CPU's memory forces it
+  evaluation  train.eval_size: the one evaluation on a slice of the validation set (EVAL_SIZE)
   launch      the launch section (device, launcher, oversubscription, threads, timeouts)
 
 Any other difference fails `check` (RehearsalError), so the rest (model, optimizer, schedule
@@ -48,6 +49,11 @@ from codist.config import ConfigError, RunConfig, to_dict, validate  # noqa: E40
 #: (23 GB shared by up to 8 ranks): the full-scale batch where it fits, else the cap
 CPU_BATCH = {"imagenet": (4, 25), "translation": (8, 16), "lm": (32, 16), "ctr": (128, 1024),
              "cifar": (128, 500)}
+#: validation examples the one evaluation reads (train.eval_size), where the whole split would
+#: dominate the job: ImageNet's 1,000 images of the miniature root (one a class, the least an
+#: ImageFolder of 1,000 classes holds; a real root's 50,000) are 72-80% of a CPU job (ResNet-50's
+#: forward: 180 ms an image on a thread); 100, evenly spaced, reach 100 classes
+EVAL_SIZE = {"imagenet": 100}
 #: the plan's tier: every full-scale figure (the paper tier holds the default tier's runs and more)
 TIER = "paper"
 PERIOD = 2          # updates between exchanges in a rehearsal (at most the planned period)
@@ -76,7 +82,8 @@ PERIOD_KEYS = ("algorithm.burn_in", "algorithm.alpha_ramp_steps", "schedule.warm
                "schedule.milestones", "schedule.weight_decay_changes", "train.eval_every",
                "train.checkpoint_every")
 ALLOWED = {"updates": ("train.steps",), "periods": PERIOD_KEYS, "ranks": ("parallel.world_size",),
-           "batch": ("train.batch_per_rank", "train.eval_batch"), "launch": ("launch.",)}
+           "batch": ("train.batch_per_rank", "train.eval_batch"), "evaluation": ("train.eval_size",),
+           "launch": ("launch.",)}
 
 
 class RehearsalError(ValueError):
@@ -130,6 +137,8 @@ def check(planned: RunConfig, used: RunConfig) -> list[Shrink]:
             continue
         if cat in ("updates", "batch", "periods") and isinstance(a.get(key), int) and b.get(key) > a.get(key):
             errors.append(f"{key}: {a[key]} -> {b[key]}: a rehearsal only shrinks it")
+        if cat == "evaluation" and (b[key] == 0 or 0 < a[key] < b[key]):   # 0: the whole set
+            errors.append(f"{key}: {a[key]} -> {b[key]}: a rehearsal evaluates a slice of the planned set")
         if cat == "periods" and isinstance(a.get(key), (list, dict)) and len(a[key]) != len(b[key]):
             errors.append(f"{key}: {a[key]} -> {b[key]}: every event of the full run must stay")
         if key == "schedule.weight_decay_changes" and list(a[key].values()) != list(b[key].values()):
@@ -180,6 +189,9 @@ def shrink(cfg: RunConfig, device: str = "cpu") -> RunConfig:
         tr["batch_per_rank"] = min(tr["batch_per_rank"], train_cap)
         tr["eval_batch"] = min(tr["eval_batch"], eval_cap)
         d["launch"].update(LAUNCH)
+    if d["workload"]["name"] in EVAL_SIZE:
+        size = EVAL_SIZE[d["workload"]["name"]]
+        tr["eval_size"] = min(tr["eval_size"], size) if tr["eval_size"] else size
     try:
         return validate(d, source=f"rehearsal of {cfg.run_id()}")
     except ConfigError as e:

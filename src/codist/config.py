@@ -115,6 +115,8 @@ class TrainConfig(_Section):
     batch_per_rank: StrictInt = Field(32, ge=1)
     eval_every: StrictInt = Field(50, ge=1, description="evaluate every this many steps (and at the last step)")
     eval_batch: StrictInt = Field(500, ge=1)
+    eval_size: StrictInt = Field(0, ge=0, description="evaluate on this many validation examples, evenly spaced "
+                                 "over the set (0: all of it); a rehearsal's small validation slice")
     save_model: bool = Field(True, description="write model_<name>.pt (state dict) at the end")
     checkpoint_every: StrictInt = Field(0, ge=0, description="updates between checkpoints (0: none); a rerun "
                                   "resumes from the newest")
@@ -451,7 +453,7 @@ NOT_IN_RUN_ID = ("name", "source", "launch", "train.save_model", "train.checkpoi
 
 #: keys added after run ids were published, hashed only when they differ from this value, so every
 #: run configured before them keeps its id (a bf16 run gets a new one)
-IN_RUN_ID_UNLESS = {"train.precision": "fp32", "train.tf32": True}
+IN_RUN_ID_UNLESS = {"train.precision": "fp32", "train.tf32": True, "train.eval_size": 0}
 
 
 def run_id(cfg: RunConfig) -> str:

@@ -51,6 +51,18 @@ def shard_indices(n: int, ranks: int, rank: int) -> range:
     return range(rank, n, ranks)
 
 
+def evaluation_slice(dataset: Dataset, size: int) -> Dataset:
+    """`size` examples of `dataset`, evenly spaced over it (an ImageFolder's classes stay spread
+    out); the whole set when `size` is 0 or not smaller."""
+    n = len(dataset)
+    if size == 0 or size >= n:
+        return dataset
+    idx = [i * n // size for i in range(size)]
+    if isinstance(dataset, TensorDataset):
+        return TensorDataset(*(t[idx] for t in dataset.tensors))
+    return Subset(dataset, idx)
+
+
 def eval_batches(dataset: Dataset, ranks: int, rank: int, batch: int):
     idx = list(shard_indices(len(dataset), ranks, rank))
     for s in range(0, len(idx), batch):

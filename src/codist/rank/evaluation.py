@@ -4,20 +4,20 @@ from __future__ import annotations
 import torch
 
 from ..algorithms.base import TrainContext
-from .data import eval_batches, to_device
+from .data import eval_batches, evaluation_slice, to_device
 from .precision import autocast
 from .probes import build_probes
 
 
 class Evaluator:
-    """Each rank evaluates its shard of the validation set on the models its algorithm gives it,
+    """Each rank evaluates its shard of the validation set (or of its `train.eval_size` slice) on the models its algorithm gives it,
     and adds its own model's training statistics and the requested probes (`train.probes`); one
     all-reduce of the (models x statistics) table gives every rank every model's metrics."""
 
     def __init__(self, ctx: TrainContext, algo):
         self.ctx, self.algo = ctx, algo
         self.names = algo.eval_names()
-        self.val = ctx.workload.val_dataset()
+        self.val = evaluation_slice(ctx.workload.val_dataset(), ctx.cfg.train.eval_size)
         self.probes = build_probes(ctx.cfg.train.probes, algo)
 
     @torch.no_grad()
