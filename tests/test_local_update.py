@@ -18,6 +18,7 @@ RANK_SCRIPT = Path(__file__).with_name("update_parity_rank.py")
 CASES = {   # name -> overrides of TINY: every optimizer family, clipping, the mixed precisions
     "sgd cosine": {},
     "sgd clipped": {"optimizer": {"grad_clip": 0.05}},
+    "sgd, clip above the norm": {"optimizer": {"grad_clip": 1000.0}},   # a clip that never binds scales by 1
     "adam clipped": {"optimizer": {"name": "adam", "lr": 0.003, "grad_clip": 0.5}},
     "bf16": {"train": {"precision": "bf16"}},
     "fp16 clipped": {"train": {"precision": "fp16"}, "optimizer": {"grad_clip": 0.05}},
