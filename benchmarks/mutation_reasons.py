@@ -161,4 +161,7 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
     ("src/codist/algorithms/diloco.py", "NumberReplacer", "self.rounds = 0", "self.rounds = -1", "equivalent", "diloco's rounds is only saved in the checkpoint and restored: nothing reads it"),
     ("src/codist/algorithms/diloco.py", "NumberReplacer", "self.rounds += 1", "self.rounds += 2", "equivalent", "diloco's rounds is only saved in the checkpoint and restored: nothing reads it"),
     ("src/codist/algorithms/diloco.py", "NumberReplacer", "self.rounds += 1", "self.rounds += 0", "equivalent", "diloco's rounds is only saved in the checkpoint and restored: nothing reads it"),
+    ("src/codist/algorithms/updates.py", "RemoveDecorator", " / @torch.no_grad()", "", "equivalent",
+     "LocalUpdate.clip scales the .grad tensors, which never require grad: without no_grad the same in-place "
+     "products run and record no graph"),
 ]

@@ -45,3 +45,28 @@ def test_local_update_is_the_engine_update_bit_for_bit(tmp_path):
         assert r["run_updates_with"] == "LocalUpdate", case   # what a one-rank run of this config uses
         if "fp16" in case:
             assert r["scale"][0] == r["scale"][1], case
+
+
+def test_a_parameter_without_a_gradient_in_an_update_is_left_alone_by_it():
+    """Gradients are set to None between updates, as the engine sets them: torch's optimizers skip a
+    parameter with none, so a head that took part in update 1 but not in update 2 does not move in
+    update 2 (a zeroed gradient would let weight decay and its momentum move it)."""
+    import torch
+    from torch import nn
+
+    from codist.algorithms.updates import LocalUpdate
+
+    class TwoHeads(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(3, 2), nn.Linear(3, 2)
+
+    model = TwoHeads()
+    cfg = config.validate(deep_update(TINY, {"optimizer": {"weight_decay": 0.1, "momentum": 0.9}}))
+    update = LocalUpdate(cfg, model)
+    x = torch.ones(4, 3)
+    update.apply((model.a(x) + model.b(x)).pow(2).sum())   # both heads: both move, b gets momentum
+    b_after_1, a_after_1 = model.b.weight.detach().clone(), model.a.weight.detach().clone()
+    update.apply(model.a(x).pow(2).sum())                  # head a only
+    assert model.b.weight.grad is None and torch.equal(model.b.weight, b_after_1)
+    assert not torch.equal(model.a.weight, a_after_1)
