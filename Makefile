@@ -132,8 +132,8 @@ gpu-check: $(STAMP)
 # The full-scale rehearsal (workflows/rehearsal.py, docs/full-scale.md "The rehearsal"): a miniature of
 # every full-scale data set (codist data fake), then every run `snakemake --config scale=full` plans,
 # through the same workflow with `rehearsal=true`: its full-scale model, optimizer, schedule, precision
-# and algorithm on the CPU for a few updates (periods, ranks per group, per-rank batch and the launch
-# section shrunk, each shrink recorded), then the ledger results/rehearsal/full/runs.csv.
+# and algorithm on the CPU for a few updates (periods, ranks per group, per-rank batch, ImageNet's validation
+# slice and the launch section shrunk, each shrink recorded), then the ledger results/rehearsal/full/runs.csv.
 # RUNS="id ..." runs only those (the ledger still lists every planned run). The whole plan: about
 # 12 h on 2 shared CPU cores (18 runs measured, 15 s to 12 min each; docs/full-scale.md).
 REHEARSAL_DATA ?= results/rehearsal/data

@@ -66,3 +66,21 @@ def test_a_run_evaluates_its_slice_only(tmp_path):
     assert last["val_loss"] == pytest.approx(loss, rel=1e-5)
     assert last["val_accuracy"] == pytest.approx(accuracy)
     assert last["val_loss"] != pytest.approx(scores(range(128))[0], rel=1e-5)
+
+
+CTR = {"name": "ctr", "workload": {"name": "ctr", "train_size": 2000, "val_size": 500},
+       "optimizer": {"name": "adagrad", "lr": 0.03, "weight_decay": 0.0},
+       "parallel": {"world_size": 1}, "train": {"steps": 2, "batch_per_rank": 32, "eval_every": 2, "eval_batch": 500},
+       "launch": {"launcher": "warm", "threads_per_rank": 1}}
+
+
+@pytest.mark.slow
+def test_a_slice_leaves_out_the_gap_to_the_whole_sets_optimum(tmp_path):
+    """The embedded CTR task's val_bayes_gap subtracts the optimum over all 500 validation examples:
+    reported for the whole set, left out for 50 of them (it would be neither exact nor comparable)."""
+    rows = {}
+    for size in (0, 50):
+        run = launch_run(tmp_path / f"ctr{size}", {"train": {"eval_size": size}}, base=CTR)
+        rows[size] = [r for r in read_rows(run) if r["step"] == 2][0]
+    assert "val_bayes_gap" in rows[0] and "val_bayes_gap" not in rows[50]
+    assert rows[0]["val_loss"] != rows[50]["val_loss"]

@@ -1,6 +1,7 @@
 """The full-scale rehearsal's shrink rules (workflows/rehearsal.py): on the real full plan, every
 run's rehearsal differs from it only in the allowed keys, in the allowed direction, with every
 event still reached; anything else fails the plan, naming the key."""
+import json
 import sys
 from pathlib import Path
 
@@ -9,7 +10,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflows"))
 from experiments import load_plan  # noqa: E402
-from rehearsal import ALLOWED, CI_SUBSET, TIER, RehearsalError, check, rehearse, scheduled_exchanges, shrink  # noqa: E402
+from rehearsal import (ALLOWED, CI_SUBSET, TIER, RehearsalError, check, ledger, rehearse,  # noqa: E402
+                       scheduled_exchanges, shrink)
 from workflow_config import check as check_workflow_config  # noqa: E402
 
 from codist.algorithms import registry  # noqa: E402
@@ -131,6 +133,16 @@ def test_a_shrink_not_allowed_fails_the_plan(full, key, value, says):
 def test_the_workflow_accepts_rehearsal_and_its_config_key():
     assert check_workflow_config({"scale": "full", "rehearsal": True}).rehearsal is True
     assert check_workflow_config({}).rehearsal is False
+
+
+def test_a_run_rehearsed_under_another_rehearsal_config_is_stale_not_ok(full, tmp_path):
+    plan, rehearsal, shrinks = full
+    rid = next(iter(plan.configs))
+    run = tmp_path / "full" / "runs" / rid
+    run.mkdir(parents=True)
+    (run / "summary.json").write_text(json.dumps({"run_id": "0123456789ab"}))
+    row = next(r for r in ledger(plan, rehearsal, shrinks, tmp_path) if r["run_id"] == rid)
+    assert row["status"] == "stale" and rehearsal.configs[rid].run_id() in row["first_error"], row
 
 
 def test_ledger_sizes_count_a_tied_tensor_once_and_leave_buffers_out(tmp_path):

@@ -19,7 +19,8 @@ Any other difference fails `check` (RehearsalError), so the rest (model, optimiz
 shape, precision, algorithm, data) is the full run's. Results go under <results>/rehearsal/
 (never into a real results tree), run directories keyed by the planned run id (the rehearsal's
 config has another id: its own fields differ); `run` removes a finished run's checkpoint/ (disk).
-`ledger` writes <results>/rehearsal/full/runs.csv.
+`ledger` writes <results>/rehearsal/full/runs.csv (a run rehearsed under an earlier rehearsal
+config is "stale": its summary holds another id).
 
     python workflows/rehearsal.py plan                  # every planned run's shrinks (no run)
     python workflows/rehearsal.py run --data-root D [--only ID ... | --ci] [--cores N | --profile P]
@@ -344,7 +345,11 @@ def ledger(plan: Plan, rehearsal: Plan, shrinks: dict, results: Path) -> list[di
                "ranks_planned": cfg.parallel.world_size, "ranks_used": used.parallel.world_size,
                "batch_per_rank_planned": cfg.train.batch_per_rank, "batch_per_rank_used": used.train.batch_per_rank,
                "updates_planned": cfg.train.steps, "shrinks": "; ".join(map(str, shrinks[rid]))}
-        if (run / "summary.json").exists():
+        held = json.loads((run / "summary.json").read_text())["run_id"] if (run / "summary.json").exists() else None
+        if held is not None and held != used.run_id():   # rehearsed before the plan's rehearsal changed
+            row.update(status="stale", first_error=f"summary.json is rehearsal {held}; the plan's is "
+                                                   f"{used.run_id()}: rerun it")
+        elif held is not None:
             row.update(_run_facts(run, used), status="ok")
             bench = results / "full" / "logs" / "train" / f"{rid}.benchmark.tsv"
             if bench.exists():

@@ -140,5 +140,6 @@ def reading(run: Path, step: int, name: str):
         yield
     except KeyError as e:
         d = _dir(run, step)
-        raise CheckpointError(f"{d / name}: its state has no {e.args[0]!r} (written by another codist "
-                              f"version?); delete {d.parent} to start over") from None
+        key = e.args[0] if e.args else "key"
+        raise CheckpointError(f"{d / name}: its state has no {key!r} (written by another codist "
+                              f"version?); delete {d.parent} to start over") from e

@@ -10,14 +10,17 @@ from .probes import build_probes
 
 
 class Evaluator:
-    """Each rank evaluates its shard of the validation set (or of its `train.eval_size` slice) on the models its algorithm gives it,
-    and adds its own model's training statistics and the requested probes (`train.probes`); one
-    all-reduce of the (models x statistics) table gives every rank every model's metrics."""
+    """Each rank evaluates its shard of the validation set (or of its `train.eval_size` slice,
+    without the workload's whole-set metrics) on the models its algorithm gives it, and adds its
+    own model's training statistics and the requested probes (`train.probes`); one all-reduce of
+    the (models x statistics) table gives every rank every model's metrics."""
 
     def __init__(self, ctx: TrainContext, algo):
         self.ctx, self.algo = ctx, algo
         self.names = algo.eval_names()
-        self.val = evaluation_slice(ctx.workload.val_dataset(), ctx.cfg.train.eval_size)
+        whole = ctx.workload.val_dataset()
+        self.val = evaluation_slice(whole, ctx.cfg.train.eval_size)
+        self.partial = ctx.workload.whole_set_metrics if len(self.val) < len(whole) else ()
         self.probes = build_probes(ctx.cfg.train.probes, algo)
 
     @torch.no_grad()
@@ -60,6 +63,8 @@ class Evaluator:
         for i, name in enumerate(self.names):
             vals = dict(zip(cols, table[i].tolist()))
             metrics = ctx.workload.finalize_eval({k: vals[k] for k in keys})
+            for k in self.partial:   # exact over the whole set only
+                metrics.pop(k, None)
             n = vals["train_loss_count"]
             metrics["train_loss"] = vals["train_loss_sum"] / n if n else None   # the task loss only
             dn = vals["distill_count"]   # the distillation / compression term, on the updates it acted

@@ -29,6 +29,9 @@ class Workload(ABC):
     metric: Metric
     #: size of the output distribution (classes, vocabulary)
     num_classes: int
+    #: metrics exact only over the whole validation set (a gap to its known optimum): an evaluation
+    #: on a `train.eval_size` slice leaves them out
+    whole_set_metrics: tuple[str, ...] = ()
 
     @abstractmethod
     def build_model(self) -> nn.Module:

@@ -397,6 +397,7 @@ class CtrWorkload(Workload):
     seed: the data never depend on it. `metric` is set per instance, since its target depends
     on the data set.
     """
+    whole_set_metrics = ("val_bayes_gap",)
 
     metric = Metric("val_log_loss", higher_is_better=False)
     num_classes = 2

@@ -122,6 +122,7 @@ class LmWorkload(Workload):
     algorithms without any of them sitting at the ceiling. Text: `target` from the config
     (None: no target).
     """
+    whole_set_metrics = ("val_bayes_gap",)
 
     metric = Metric("val_loss", higher_is_better=False)
 
@@ -187,7 +188,8 @@ class LmWorkload(Workload):
     def finalize_eval(self, sums: dict[str, float]) -> dict[str, float]:
         """val_loss (nats/token), val_ppl = exp(val_loss), and on the embedded language
         val_bayes_gap: the sums cover the whole validation set exactly once (sharded over ranks),
-        so subtracting the optimum over the whole set is exact."""
+        so subtracting the optimum over the whole set is exact (the evaluator leaves it out of an
+        evaluation on a `train.eval_size` slice)."""
         loss = sums["loss_sum"] / sums["count"]
         return {"val_loss": loss, "val_ppl": math.exp(min(loss, 700.0)), **self.data.eval_extras(loss)}
 
