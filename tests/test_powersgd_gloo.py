@@ -42,10 +42,10 @@ def test_powersgd_on_gloo_reduces_a_model_over_1_mib_in_one_bucket_and_resumes_a
         assert all(torch.equal(a[k], b[k]) for k in a), file
 
 
-def _layouts_around_a_relayout(rank, out):
-    """One gloo rank: codist's PowerSGD set up as a run sets it up, 3 updates, its checkpoint state
-    loaded back (the resumed run's DDP built with the saved layout), then the layout each checkpoint
-    names before and after that DDP's first 3 updates."""
+def _layouts_around_a_relayout(rank, out, width):
+    """One gloo rank: codist's PowerSGD set up as a run sets it up (a resnet8 of `width`), 3 updates,
+    its checkpoint state loaded back (the resumed run's DDP built with the saved layout), then the
+    layout each checkpoint names before and after that DDP's first 3 updates."""
     import torch.distributed as dist
 
     from codist import config
@@ -56,7 +56,8 @@ def _layouts_around_a_relayout(rank, out):
     from conftest import TINY, deep_update
     torch.set_num_threads(1)
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    cfg = config.validate(deep_update(TINY, {"algorithm": {"name": "powersgd", "start_iter": 2}}))
+    cfg = config.validate(deep_update(TINY, {"algorithm": {"name": "powersgd", "start_iter": 2},
+                                             "workload": {"width": width}}))
     topo = topology(1)
     algo = build_algorithm(TrainContext(cfg, topo, CommMeter(0, topo.model_of()),
                                         build_workload(cfg.workload, cfg.seed), torch.device("cpu")))
@@ -79,9 +80,12 @@ def _layouts_around_a_relayout(rank, out):
     dist.destroy_process_group()
 
 
-def test_checkpoints_name_the_rebuilt_layout_from_update_2_on_and_a_resumed_ddps_given_one(tmp_path):
+# width 8: about 0.07 MiB of gradients; width 64: 4.5 MiB, so one bucket needs a cap of the whole model (half of
+# it and 1 MiB more would split it)
+@pytest.mark.parametrize("width", [8, 64])
+def test_checkpoints_name_the_rebuilt_layout_from_update_2_on_and_a_resumed_ddps_given_one(tmp_path, width):
     import torch.multiprocessing as mp
-    mp.spawn(_layouts_around_a_relayout, args=(tmp_path / "layouts.pt",), nprocs=1)
+    mp.spawn(_layouts_around_a_relayout, args=(tmp_path / "layouts.pt", width), nprocs=1)
     first, second, third, *resumed = torch.load(tmp_path / "layouts.pt", weights_only=True)
     assert first == [] and second and len(second) == 1   # rebuilt in update 2's forward: one bucket
     assert third == second and resumed == [second] * 4   # the resumed DDP: given, then its own rebuild

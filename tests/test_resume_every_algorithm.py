@@ -34,7 +34,9 @@ CASES = {
                                                              "weight": 0.2}},
     "distill": {"algorithm": {"name": "distill", "teacher_run": TEACHER, "temperature": 2.0}},
     "powersgd": {**ONE_MODEL_TWO_RANKS, "algorithm": {"name": "powersgd", "start_iter": 2}},
-    "post_local_sgd": {**TWO, "algorithm": {"name": "post_local_sgd", "tau": 2, "warmup_steps": 2}},
+    # tau 3: averaged at update 3 and 6, so the checkpoint after update 5 holds models that differ (a resumed
+    # world-wide DDP must not broadcast one over the other)
+    "post_local_sgd": {**TWO, "algorithm": {"name": "post_local_sgd", "tau": 3, "warmup_steps": 2}},
 }
 BASE = {"workload": {"augment": True}, "train": {"steps": 8, "eval_every": 4, "checkpoint_every": 5}}
 AFTER_CHECKPOINT = ("summary.json", "metrics.jsonl", "model_*.pt", "val_predictions_*.npy")
