@@ -188,4 +188,10 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
     ("src/codist/algorithms/ddp_baselines.py", 'ReplaceTrueWithFalse', 'shared_init = True',
      'shared_init = False', 'accepted',
      "post-local SGD's world-wide DDP broadcasts rank 0's parameters when built, so the models start alike whatever their seeds; only the init_distance probe reads model_seed, and no planned post-local SGD run asks for it"),
+    ("src/codist/algorithms/base.py", 'NumberReplacer', 'if self.topo.ranks_per_model == 1:',
+     'if self.topo.ranks_per_model == 0:', 'equivalent',
+     "both lines so written (build_update, rank_checkpoint_state) skip work that changes no number at one rank a group: the engine's update is LocalUpdate's bit for bit (test_local_update), and a one-rank group's own statistics and extra state are its group file's"),
+    ("src/codist/algorithms/base.py", 'RemoveDecorator', ' / @torch.no_grad()',
+     '', 'equivalent',
+     'initial_parameters detaches and clones every parameter, and building a model records no graph'),
 ]

@@ -68,3 +68,27 @@ def test_a_real_groups_ranks_leave_with_different_streams(tmp_path):
         "train": {"steps": 8, "eval_every": 8, "checkpoint_every": 4}}), base={})
     states = [torch.load(run / "checkpoint" / "step-4" / f"rank-{r}.pt", weights_only=True)["rng"] for r in (0, 1)]
     assert not torch.equal(*states)
+
+
+def test_each_seed_and_each_model_of_a_run_starts_from_its_own_initialisation():
+    """Algorithm.model_seed: runs of other seeds start from other models, the models of one run from
+    their own (unless they share one, as MA-DNN's), and the same (seed, model) from the same one."""
+    from types import SimpleNamespace
+
+    from codist import config
+    from codist.algorithms.base import Algorithm, TrainContext
+    from codist.workloads import build_workload
+
+    def init(seed, model, shared=False):
+        cfg = config.validate(deep_update(TINY, {"seed": seed}))
+        ctx = TrainContext(cfg, SimpleNamespace(model_index=model), None, build_workload(cfg.workload, seed),
+                           torch.device("cpu"))
+        algo = Algorithm(ctx)
+        algo.shared_init = shared
+        return torch.cat([p.reshape(-1) for p in algo.initial_parameters()])
+
+    starts = [init(1, 0), init(2, 0), init(1, 1), init(2, 1)]
+    assert all(not torch.equal(a, b) for i, a in enumerate(starts) for b in starts[i + 1:])
+    assert torch.equal(init(2, 1), starts[3])
+    assert torch.equal(init(2, 0, shared=True), init(2, 1, shared=True))
+    assert torch.equal(init(2, 1, shared=True), starts[1])

@@ -14,7 +14,7 @@ import shutil
 
 import pytest
 import torch
-from conftest import deep_update, launch_run, read_rows, read_summary
+from conftest import TINY, deep_update, launch_run, read_rows, read_summary
 
 from codist.algorithms.registry import specs
 
@@ -173,3 +173,24 @@ def test_a_ddp_built_with_the_saved_bucket_layout_continues_powersgd_exactly(tmp
     assert not isinstance(result["saved layout"], str), result["saved layout"]
     assert all(torch.equal(a, b) for a, b in zip(result["straight"], result["saved layout"]))
     assert "must match the size" in result["new layout"]   # as a restart without the layout did
+
+
+# the LM carries hidden state from batch to batch as module extra state, and each rank of a group its own
+# (its own slice of the stream): the group's file has rank 0's, each rank's file its own
+LM_GROUP_OF_TWO = {**deep_update(TINY, {**ONE_MODEL_TWO_RANKS, "train": BASE["train"],
+                                         "optimizer": {"name": "adam", "lr": 0.003, "weight_decay": 0.0}}),
+                   "workload": {"name": "lm", "val_tokens": 4096}}
+
+
+def test_an_lm_group_of_two_ranks_resumes_each_ranks_own_hidden_state(tmp_path):
+    ref = launch_run(tmp_path / "ref", {}, base=LM_GROUP_OF_TWO)
+    resumed = tmp_path / "resumed"
+    shutil.copytree(ref, resumed)
+    for pattern in AFTER_CHECKPOINT:
+        for path in resumed.glob(pattern):
+            path.unlink()
+    launch_run(resumed, {}, base=LM_GROUP_OF_TWO)
+    assert read_summary(resumed)["resumed_from_step"] == 5
+    assert comparable(read_rows(resumed)) == comparable(read_rows(ref))
+    a, b = (torch.load(run / "model_0.pt", weights_only=True) for run in (ref, resumed))
+    torch.testing.assert_close(a, b, rtol=0, atol=0)   # the weights and the saved hidden state, bit for bit
