@@ -194,4 +194,10 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
     ("src/codist/algorithms/base.py", 'RemoveDecorator', ' / @torch.no_grad()',
      '', 'equivalent',
      'initial_parameters detaches and clones every parameter, and building a model records no graph'),
+    ("src/codist/algorithms/base.py", 'NumberReplacer', 'w_extra: float = 0.0) -> torch.Tensor:',
+     'w_extra: float = 1.0) -> torch.Tensor:', 'equivalent',
+     "objective's default extra weight is never used: every caller that passes an extra term passes its weight"),
+    ("src/codist/algorithms/base.py", 'ReplaceBinaryOperator_Mul_Div', 'return task * w_task if extra is None else w_task * task + w_extra * extra',
+     'return task / w_task if extra is None else w_task * task + w_extra * extra', 'equivalent',
+     'without an extra term every caller leaves w_task at 1.0, and task / 1 = task * 1 exactly'),
 ]

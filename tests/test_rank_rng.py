@@ -83,8 +83,9 @@ def test_each_seed_and_each_model_of_a_run_starts_from_its_own_initialisation():
         cfg = config.validate(deep_update(TINY, {"seed": seed}))
         ctx = TrainContext(cfg, SimpleNamespace(model_index=model), None, build_workload(cfg.workload, seed),
                            torch.device("cpu"))
-        algo = Algorithm(ctx)
-        algo.shared_init = shared
+        algo = Algorithm(ctx)   # the interface's default: each model its own (codistillation's, the ensemble's)
+        if shared:
+            algo.shared_init = True
         return torch.cat([p.reshape(-1) for p in algo.initial_parameters()])
 
     starts = [init(1, 0), init(2, 0), init(1, 1), init(2, 1)]
