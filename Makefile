@@ -134,8 +134,8 @@ gpu-check: $(STAMP)
 # through the same workflow with `rehearsal=true`: its full-scale model, optimizer, schedule, precision
 # and algorithm on the CPU for a few updates (periods, ranks per group, per-rank batch, ImageNet's validation
 # slice and the launch section shrunk, each shrink recorded), then the ledger results/rehearsal/full/runs.csv.
-# RUNS="id ..." runs only those (the ledger still lists every planned run). The whole plan: about
-# 12 h on 2 shared CPU cores (18 runs measured, 15 s to 12 min each; docs/full-scale.md).
+# RUNS="id ..." runs only those (the ledger still lists every planned run). Each run's time is the
+# ledger's job_s (ImageNet 47-148 s a job with its validation slice, on 2 shared cores).
 REHEARSAL_DATA ?= results/rehearsal/data
 .PHONY: rehearse
 rehearse: $(STAMP)
