@@ -200,4 +200,10 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
     ("src/codist/algorithms/base.py", 'ReplaceBinaryOperator_Mul_Div', 'return task * w_task if extra is None else w_task * task + w_extra * extra',
      'return task / w_task if extra is None else w_task * task + w_extra * extra', 'equivalent',
      'without an extra term every caller leaves w_task at 1.0, and task / 1 = task * 1 exactly'),
+    ("src/codist/algorithms/base.py", 'NumberReplacer', 'if self.topo.ranks_per_model == 1 or isinstance(self.update, DDPUpdate):',
+     'if self.topo.ranks_per_model == 0 or isinstance(self.update, DDPUpdate):', 'accepted',
+     "a one-rank group then all-reduces its BatchNorm statistics with itself: the same numbers and 0 bytes; only the summary's call count grows (no test counts those calls)"),
+    ("src/codist/algorithms/base.py", 'ReplaceOrWithAnd', 'if self.topo.ranks_per_model == 1 or isinstance(self.update, DDPUpdate):',
+     'if self.topo.ranks_per_model == 1 and isinstance(self.update, DDPUpdate):', 'accepted',
+     "a DDP group of several ranks (PowerSGD, post-local SGD) would evaluate and save its ranks' mean statistics instead of the first rank's, which DDP broadcasts before every forward: both a group statistic, and no test pins which"),
 ]
