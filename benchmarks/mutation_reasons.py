@@ -193,7 +193,8 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
      "both lines so written (build_update, rank_checkpoint_state) skip work that changes no number at one rank a group: the engine's update is LocalUpdate's bit for bit (test_local_update), and a one-rank group's own statistics and extra state are its group file's"),
     ("src/codist/algorithms/base.py", 'RemoveDecorator', ' / @torch.no_grad()',
      '', 'equivalent',
-     'initial_parameters detaches and clones every parameter, and building a model records no graph'),
+     'initial_parameters detaches and clones every parameter (building a model records no graph); '
+     'sync_norm_statistics touches only BatchNorm buffers, which never require grad: no graph either way'),
     ("src/codist/algorithms/base.py", 'NumberReplacer', 'w_extra: float = 0.0) -> torch.Tensor:',
      'w_extra: float = 1.0) -> torch.Tensor:', 'equivalent',
      "objective's default extra weight is never used: every caller that passes an extra term passes its weight"),
@@ -206,4 +207,7 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
     ("src/codist/algorithms/base.py", 'ReplaceOrWithAnd', 'if self.topo.ranks_per_model == 1 or isinstance(self.update, DDPUpdate):',
      'if self.topo.ranks_per_model == 1 and isinstance(self.update, DDPUpdate):', 'accepted',
      "a DDP group of several ranks (PowerSGD, post-local SGD) would evaluate and save its ranks' mean statistics instead of the first rank's, which DDP broadcasts before every forward: both a group statistic, and no test pins which"),
+    ("src/codist/algorithms/base.py", "NumberReplacer", "w_extra: float = 0.0) -> torch.Tensor:",
+     "w_extra: float = -1.0) -> torch.Tensor:", "equivalent",
+     "objective's default extra weight is never used: every caller that passes an extra term passes its weight"),
 ]
