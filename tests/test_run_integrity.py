@@ -62,7 +62,8 @@ def test_removed_metrics_stop_the_run_without_a_summary(tmp_path):
 def test_a_replaced_directory_gets_nothing_more(tmp_path, eval_every):
     """The directory moved away and a new one made at its path (another run's, say): the run writes
     no metrics, checkpoint or summary into either. Without evaluations to log, the ranks notice it
-    at their stop-signal agreement (every 10 updates) and stop there together."""
+    at their stop-signal agreement (every 10 updates) and stop there together, or at the next
+    checkpoint's write if that comes first."""
     run, moved = tmp_path / "run", tmp_path / "moved"
     cfg = deep_update(LONG, {"train": {"eval_every": eval_every, "checkpoint_every": 10}})
     proc = start_cli_run(cfg, tmp_path, run)
@@ -80,8 +81,9 @@ def test_a_replaced_directory_gets_nothing_more(tmp_path, eval_every):
     assert f"{run} was replaced while this run was writing to it" in out, out
     assert f"could not record how they ended: the run directory {run} was removed or replaced" in out, out
     assert "never started" not in out, out   # what codist run's closing line said before
-    if eval_every != 2:
-        assert "stopped after update" in out, out
+    if eval_every != 2:   # the stop-signal agreement, or the next checkpoint's write if it comes first (a quiet
+        # machine can run the 10 updates to it between two polls of latest.json: seen once in make test)
+        assert "stopped after update" in out or "a write failed (cannot rename into place" in out, out
     assert not {p.name for p in run.iterdir()} & {"metrics.jsonl", "summary.json", "checkpoint", "manifest.json"}
     assert not (moved / "summary.json").exists()
 
