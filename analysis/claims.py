@@ -26,7 +26,8 @@ Verdict (README, "Claims"), in this order:
   2. a margin (`within: w`, or `at_least` below the neutral value: non-inferiority) on
      val_accuracy below what n seeds resolve at 80% power if the validation set were the only
      noise (stats.margin_needed with stats.val_set_sd; the real data set's validation size at
-     full scale, regime.data_sizes): "underpowered: ..." before anything is measured.
+     full scale, regime.data_sizes, or the run's `train.eval_size` slice when smaller):
+     "underpowered: ..." before anything is measured.
   3. any failed regime check (analysis/regime.py): "not in the paper's regime: <check>
      (<measured> vs <required>)"; no verdict is drawn from a run outside the paper's regime.
      Then a planned seed (of a or b) without a finite effect (its run missing, a NaN value):
@@ -191,13 +192,15 @@ def deterministic_verdict(iv: stats.Interval, at_least) -> tuple[str, str]:
 
 def val_floor(c: Claim, manifest: dict, metric: str) -> tuple[float, float]:
     """(validation examples, sd of one seed's effect if they were its only noise) of a
-    val_accuracy `final` claim; (nan, 0) otherwise. The real data set's size at full scale."""
+    val_accuracy `final` claim; (nan, 0) otherwise. The real data set's size at full scale, or the
+    slice a run evaluates on (`train.eval_size`) when it is smaller."""
     cfg = (manifest.get("configs") or {}).get(c.a)
     if c.measure != "final" or metric != "val_accuracy" or not cfg:
         return math.nan, 0.0
     v = regime.data_sizes(cfg["workload"])[1]
     if not v or math.isnan(v):
         return math.nan, 0.0
+    v = min(v, (cfg.get("train") or {}).get("eval_size") or v)
     return v, stats.val_set_sd(v, terms=4 if c.a2 else 2)
 
 

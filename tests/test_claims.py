@@ -401,9 +401,9 @@ def test_table_and_bar_figures_are_drawn(figure_dir, tmp_path):
         assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def accuracy_figure(root: Path, workload: dict, scale: str, seeds: int = 3) -> Path:
+def accuracy_figure(root: Path, workload: dict, scale: str, seeds: int = 3, train: dict | None = None) -> Path:
     """Figure 'f' on val_accuracy at `scale`: a ends 0.001, -0.001, 0 above b (seeds 0-2, or the first
-    `seeds` of them), a's config has `workload`; returns the experiments file's folder."""
+    `seeds` of them), a's config has `workload` (and `train`); returns the experiments file's folder."""
     rows = []
     for seed in range(seeds):
         rows += curves_rows("b", seed, "0", [0.3, 0.5], metric="val_accuracy")
@@ -412,7 +412,7 @@ def accuracy_figure(root: Path, workload: dict, scale: str, seeds: int = 3) -> P
     (root / "f_runs.json").write_text(json.dumps({
         "paper": "toy", "figure": "f", "panels": ["val_accuracy"], "series": ["a", "b"],
         "runs": [{"series": s, "seed": seed} for s in "ab" for seed in range(seeds)],
-        "configs": {"a": {"workload": workload}}}))
+        "configs": {"a": {"workload": workload, **({"train": train} if train else {})}}}))
     doc = spec_doc()
     doc["figures"]["f"]["scales"] = {scale: doc["figures"]["f"]["scales"]["embedded"]}
     return doc
@@ -428,13 +428,14 @@ def accuracy_figure(root: Path, workload: dict, scale: str, seeds: int = 3) -> P
     ("full", {"name": "imagenet", "dataset": "imagefolder", "data_dir": "imagenet", "val_size": 1000},
      {"within": (0.0087, 0.0088, "0.00877"), "at_least": (-0.0071, -0.0073, "0.00727")}),
 ])
-def test_a_margin_below_what_the_validation_set_resolves_is_underpowered(tmp_path, scale, workload, margins):
+def test_a_margin_below_what_the_validation_set_resolves_is_underpowered(tmp_path, scale, workload, margins,
+                                                                        eval_size=None, v=None):
     figures = tmp_path / "fig"
     figures.mkdir()
-    doc = accuracy_figure(figures, workload, scale)
+    doc = accuracy_figure(figures, workload, scale, train={"eval_size": eval_size} if eval_size else None)
     claims.read_manifest.cache_clear()
     claims.read_table.cache_clear()
-    v = 1000 if scale == "embedded" else 50000
+    v = v or (1000 if scale == "embedded" else 50000)
     for key, (under, enough, need) in margins.items():
         doc["claims"] = [c_(id="under", metric="val_accuracy", **{key: under}),
                          c_(id="enough", metric="val_accuracy", **{key: enough})]
@@ -444,6 +445,18 @@ def test_a_margin_below_what_the_validation_set_resolves_is_underpowered(tmp_pat
         assert df.loc["under", "verdict"] == (f"underpowered: margin {abs(under):g} < {need}, the least that 3 seeds x "
                                               f"{v} validation examples resolve (80% power)")
         assert df.loc["enough", "verdict"] == "holds"     # effects 0.001, -0.001, 0: bounds +/- 0.0016858
+
+
+@pytest.mark.parametrize("eval_size, v, margins", [
+    # a full-scale run that evaluates on a slice of 1,000 of ImageNet's 50,000 images has 1,000's floor
+    (1000, 1000, {"within": (0.0620, 0.0621, "0.062"), "at_least": (-0.0513, -0.0515, "0.0514")}),
+    # a slice larger than the set (or 0, the whole set) leaves the set's own floor
+    (80000, 50000, {"within": (0.0087, 0.0088, "0.00877"), "at_least": (-0.0071, -0.0073, "0.00727")}),
+])
+def test_the_validation_floor_counts_the_evaluation_slice(tmp_path, eval_size, v, margins):
+    test_a_margin_below_what_the_validation_set_resolves_is_underpowered(
+        tmp_path, "full", {"name": "imagenet", "dataset": "imagefolder", "data_dir": "imagenet"}, margins,
+        eval_size=eval_size, v=v)
 
 
 def test_the_validation_floor_applies_from_two_seeds(tmp_path):
