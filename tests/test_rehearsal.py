@@ -145,6 +145,32 @@ def test_a_run_rehearsed_under_another_rehearsal_config_is_stale_not_ok(full, tm
     assert row["status"] == "stale" and rehearsal.configs[rid].run_id() in row["first_error"], row
 
 
+@pytest.mark.parametrize("record", ["none", "other rows", "its rows"])
+def test_a_run_whose_metrics_the_figures_cannot_read_is_stale_not_ok(full, tmp_path, record):
+    """A summary.json without the metrics record (written before it existed), or whose record does not
+    match metrics.jsonl, is what analysis/aggregate.py refuses: the ledger must not call it ok; with
+    its own rows' record the same summary is ok."""
+    from codist.runlog import metrics_record
+    plan, rehearsal, shrinks = full
+    rid = next(iter(plan.configs))
+    run = tmp_path / "full" / "runs" / rid
+    run.mkdir(parents=True)
+    rows = b'{"step": 2, "model": "0", "val_loss": 1.0}\n'
+    (run / "metrics.jsonl").write_bytes(rows)
+    summary = {"run_id": rehearsal.configs[rid].run_id(), "steps": 2, "wall_s": 1.0,
+               "comm": {"by_category": {}, "training_sent_bytes_per_rank_per_update": 0}}
+    if record == "other rows":
+        summary["metrics"] = metrics_record(rows + b'{"step": 4, "model": "0", "val_loss": 0.5}\n')
+    if record == "its rows":
+        summary["metrics"] = metrics_record(rows)
+    (run / "summary.json").write_text(json.dumps(summary))
+    row = next(r for r in ledger(plan, rehearsal, shrinks, tmp_path) if r["run_id"] == rid)
+    if record == "its rows":
+        assert row["status"] == "ok" and row["updates_done"] == 2, row
+    else:
+        assert row["status"] == "stale" and "metrics record" in row["first_error"], row
+
+
 def test_ledger_sizes_count_a_tied_tensor_once_and_leave_buffers_out(tmp_path):
     import torch
     from rehearsal import model_size

@@ -45,6 +45,7 @@ from workflows.experiments import Plan, load_plan  # noqa: E402
 
 from codist.algorithms import registry as algorithm_registry  # noqa: E402
 from codist.config import ConfigError, RunConfig, to_dict, validate  # noqa: E402
+from codist.runlog import metrics_record  # noqa: E402
 
 #: per-rank batch (training, evaluation) a CPU rank of each workload holds beside the others here
 #: (23 GB shared by up to 8 ranks): the full-scale batch where it fits, else the cap
@@ -262,6 +263,11 @@ def closed_form(cfg: RunConfig, params: int, state: int, steps: int, norm: int =
     return out + (per_exchange * 4 * state + sync) * scheduled_exchanges(cfg, steps) / steps
 
 
+def _metrics_record(path: Path) -> dict | None:
+    """metrics.jsonl's record as summary.json holds it (None without the file)."""
+    return metrics_record(path.read_bytes()) if path.exists() else None
+
+
 ERROR_MARKS = ("Error", "error:", "Traceback", "failed", "Killed", "exit code", "exited with")
 
 
@@ -345,10 +351,16 @@ def ledger(plan: Plan, rehearsal: Plan, shrinks: dict, results: Path) -> list[di
                "ranks_planned": cfg.parallel.world_size, "ranks_used": used.parallel.world_size,
                "batch_per_rank_planned": cfg.train.batch_per_rank, "batch_per_rank_used": used.train.batch_per_rank,
                "updates_planned": cfg.train.steps, "shrinks": "; ".join(map(str, shrinks[rid]))}
-        held = json.loads((run / "summary.json").read_text())["run_id"] if (run / "summary.json").exists() else None
+        summary = json.loads((run / "summary.json").read_text()) if (run / "summary.json").exists() else {}
+        held = summary.get("run_id")
         if held is not None and held != used.run_id():   # rehearsed before the plan's rehearsal changed
             row.update(status="stale", first_error=f"summary.json is rehearsal {held}; the plan's is "
                                                    f"{used.run_id()}: rerun it")
+        elif held is not None and summary.get("metrics") != _metrics_record(run / "metrics.jsonl"):
+            # what analysis/aggregate.py refuses to draw (a summary from before the record, or
+            # metrics.jsonl rows the run did not finish with) is not an ok rehearsal
+            row.update(status="stale", first_error="summary.json's metrics record (rows, last step, digest) is "
+                                                   "missing or does not match metrics.jsonl: rerun it")
         elif held is not None:
             row.update(_run_facts(run, used), status="ok")
             bench = results / "full" / "logs" / "train" / f"{rid}.benchmark.tsv"
