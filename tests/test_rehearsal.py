@@ -171,6 +171,33 @@ def test_a_run_whose_metrics_the_figures_cannot_read_is_stale_not_ok(full, tmp_p
         assert row["status"] == "stale" and "metrics record" in row["first_error"], row
 
 
+def test_the_ledger_keeps_the_rows_of_runs_that_left_nothing_here(full, tmp_path):
+    """`rehearsal.py ledger` (which `run` ends with) over a results root holding one run: the runs
+    whose directories are gone keep the row the ledger already holds when it was rehearsed with the
+    plan's shrinks, a row of other shrinks is stale, and the run present is read again."""
+    import csv
+    from rehearsal import COLUMNS, main
+    plan, rehearsal, shrinks = full
+    kept, other, here = list(plan.configs)[:3]
+    out = tmp_path / "rehearsal" / "full" / "runs.csv"
+    out.parent.mkdir(parents=True)
+    with out.open("w", newline="") as f:
+        w = csv.DictWriter(f, COLUMNS)
+        w.writeheader()
+        for rid, shrunk in ((kept, shrinks[kept]), (other, shrinks[other][1:]), (here, shrinks[here])):
+            w.writerow({"run_id": rid, "status": "ok", "job_s": "41", "shrinks": "; ".join(map(str, shrunk))})
+    run = tmp_path / "rehearsal" / "full" / "runs" / here
+    run.mkdir(parents=True)
+    (run / "summary.json").write_text(json.dumps({"run_id": "0123456789ab"}))
+    assert main(["ledger", "--results", str(tmp_path), "--data-root", "/data"]) == 0
+    rows = {r["run_id"]: r for r in csv.DictReader(out.open())}
+    assert len(rows) == len(plan.configs)
+    assert rows[kept]["status"] == "ok" and rows[kept]["job_s"] == "41"
+    assert rows[other]["status"] == "stale" and "other shrinks" in rows[other]["first_error"]
+    assert rows[here]["status"] == "stale" and rows[here]["job_s"] == ""
+    assert {r["status"] for rid, r in rows.items() if rid not in (kept, other, here)} == {"not run (time)"}
+
+
 def test_ledger_sizes_count_a_tied_tensor_once_and_leave_buffers_out(tmp_path):
     import torch
     from rehearsal import model_size

@@ -20,7 +20,8 @@ shape, precision, algorithm, data) is the full run's. Results go under <results>
 (never into a real results tree), run directories keyed by the planned run id (the rehearsal's
 config has another id: its own fields differ); `run` removes a finished run's checkpoint/ (disk).
 `ledger` writes <results>/rehearsal/full/runs.csv (a run rehearsed under an earlier rehearsal
-config is "stale": its summary holds another id).
+config is "stale": its summary holds another id); a run that left nothing here keeps its row of the
+ledger already written (`run` writes the ledger too, so rerunning some runs keeps the others' rows).
 
     python workflows/rehearsal.py plan                  # every planned run's shrinks (no run)
     python workflows/rehearsal.py run --data-root D [--only ID ... | --ci] [--cores N | --profile P]
@@ -331,7 +332,13 @@ def model_size(path: Path) -> tuple[int, int, int]:
     return params, floats, norm
 
 
-def ledger(plan: Plan, rehearsal: Plan, shrinks: dict, results: Path) -> list[dict]:
+def ledger(plan: Plan, rehearsal: Plan, shrinks: dict, results: Path, written: dict | None = None) -> list[dict]:
+    """One row per planned run, from what its run directory and log hold here. A run that left
+    neither here keeps its row of the ledger already `written` (rehearsed on another machine, or
+    before this one's scratch was wiped: run directories are scratch, the ledger is the record) when
+    that row's shrinks are the plan's, which fix the rehearsal config (check() records every field
+    it changes, and the planned run id fixes the rest); a row of another rehearsal is stale."""
+    written = written or {}
     figures = {}
     for (paper, fig), f in plan.figures.items():
         for r in f.runs:
@@ -380,6 +387,11 @@ def ledger(plan: Plan, rehearsal: Plan, shrinks: dict, results: Path) -> list[di
             error = _first_error(log)
             row.update(status="failed" if error else "incomplete (no summary.json, no error line)",
                        first_error=error)
+        elif rid in written and written[rid]["shrinks"] == row["shrinks"]:
+            row = dict(written[rid])
+        elif rid in written and written[rid]["status"] != "not run (time)":
+            row.update(status="stale", first_error="the ledger's row was rehearsed with other shrinks "
+                                                   f"({written[rid]['shrinks']}): rerun it")
         else:
             row["status"] = "not run (time)"
         rows.append(row)
@@ -496,8 +508,9 @@ def main(argv=None) -> int:
         rc = subprocess.call(cmd, cwd=ROOT)
         print(f"rehearsal: snakemake exit {rc}", file=sys.stderr)
         prune_checkpoints(results, ids)
-    rows = ledger(plan, rehearsal, shrinks, results)
     out = results / "full" / "runs.csv"
+    written = {r["run_id"]: r for r in csv.DictReader(out.open())} if out.exists() else {}
+    rows = ledger(plan, rehearsal, shrinks, results, written)
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", newline="") as f:
         w = csv.DictWriter(f, COLUMNS)
