@@ -282,3 +282,27 @@ def test_a_rehearsal_figure_manifest_names_the_ids_its_summaries_hold_and_waits_
     (tmp_path / "full" / "runs" / ids[-1]).mkdir(parents=True)
     (tmp_path / "full" / "runs" / ids[-1] / "summary.json").write_text("{}")
     assert key in figure_status(plan, tmp_path)[0]
+
+
+def test_a_figure_drawn_from_the_same_runs_stays_drawn_when_their_directories_are_gone(full, tmp_path):
+    """FIGURES.md after a figures run over a results root without runs (a wiped scratch): a figure
+    whose manifest names the plan's rehearsal runs stays drawn; one drawn from other rehearsal runs,
+    or without its PNG, waits for its runs."""
+    from rehearsal import draw_figures
+    plan, rehearsal, _ = full
+    same, other, no_png = ("sun2016", "communication"), ("anil2018", "fig4"), ("anil2018", "fig1")
+    results = tmp_path / "rehearsal" / "full"
+    for key in (same, other, no_png):
+        runs = rehearsal.figure_manifest(*key, str(tmp_path / "rehearsal"))["runs"]
+        if key == other:
+            runs[0]["run_id"] = "0123456789ab"
+        (results / key[0]).mkdir(parents=True, exist_ok=True)
+        (results / key[0] / f"{key[1]}_runs.json").write_text(json.dumps({"runs": runs}))
+        if key != no_png:
+            (results / key[0] / f"{key[1]}.png").write_bytes(b"png")
+    assert draw_figures(plan, rehearsal, str(tmp_path), "/data", 1) == 0
+    note = (results / "FIGURES.md").read_text()
+    drawn, waiting = note.split("## Not drawn")[0], note.split("## Not drawn")[1]
+    assert "`sun2016/communication.png`" in drawn
+    assert "`anil2018/fig4`" in waiting and "`anil2018/fig1`" in waiting
+    assert "fig4" not in drawn and "fig1" not in drawn

@@ -27,7 +27,8 @@ ledger already written (`run` writes the ledger too, so rerunning some runs keep
     python workflows/rehearsal.py run --data-root D [--only ID ... | --ci] [--cores N | --profile P]
     python workflows/rehearsal.py ledger --data-root D  # runs.csv from what the runs left
     python workflows/rehearsal.py figures --data-root D # the figures whose runs are all rehearsed,
-                                                        # stamped, and full/FIGURES.md listing the rest
+                                                        # stamped, and full/FIGURES.md listing them,
+                                                        # those drawn before from the same runs, the rest
 """
 from __future__ import annotations
 
@@ -418,6 +419,18 @@ def figure_status(plan: Plan, results: Path) -> tuple[list[tuple[str, str]], dic
     return ready, waiting
 
 
+def drawn_before(plan: Plan, rehearsal: Plan, results: Path, key: tuple[str, str]) -> bool:
+    """Whether a figure's PNG was drawn, by an earlier figures run, from exactly the rehearsal runs
+    the plan holds now (its manifest's planned and rehearsal run ids): it stays drawn when those
+    runs' directories are gone (scratch), and is redrawn only once they are all here again."""
+    paper, fig = key
+    png, manifest = results / "full" / paper / f"{fig}.png", results / "full" / paper / f"{fig}_runs.json"
+    if not (png.exists() and manifest.exists()):
+        return False
+    held = {(r.get("planned_run_id"), r["run_id"]) for r in json.loads(manifest.read_text())["runs"]}
+    return held == {(r.run_id, rehearsal.configs[r.run_id].run_id()) for r in plan.figure(paper, fig).runs}
+
+
 def figure_targets(plan: Plan, results: Path, ready) -> list[str]:
     """A figure's PNG, and a table figure's table of the paper's numbers beside ours."""
     out = []
@@ -447,11 +460,14 @@ def figures_note(plan: Plan, ready, waiting, undrawn=(), rc: int = 0) -> str:
     return "\n".join(lines) + "\n"
 
 
-def draw_figures(plan: Plan, results_root: str, data_root: str, cores: int) -> int:
+def draw_figures(plan: Plan, rehearsal: Plan, results_root: str, data_root: str, cores: int) -> int:
     """Every full-scale figure whose runs are all rehearsed, through the workflow's analysis rules
-    (`--config scale=full rehearsal=true`: the figures carry the rehearsal stamp), and FIGURES.md."""
+    (`--config scale=full rehearsal=true`: the figures carry the rehearsal stamp), and FIGURES.md
+    (listing as drawn, too, a figure drawn before from the same rehearsal runs: drawn_before)."""
     results = Path(results_root) / "rehearsal"
     ready, waiting = figure_status(plan, results)
+    before = [k for k in waiting if drawn_before(plan, rehearsal, results, k)]
+    waiting = {k: v for k, v in waiting.items() if k not in before}
     rc = 0
     if ready:
         cmd = [str(Path(sys.executable).parent / "snakemake"), "--cores", str(cores), "--nolock",
@@ -462,9 +478,10 @@ def draw_figures(plan: Plan, results_root: str, data_root: str, cores: int) -> i
         rc = subprocess.call(cmd, cwd=ROOT)
     drawn = [k for k in ready if (results / "full" / k[0] / f"{k[1]}.png").exists()]
     undrawn = [k for k in ready if k not in drawn]
+    drawn = [k for k in plan.figures if k in drawn or k in before]   # the plan's order
     (results / "full" / "FIGURES.md").write_text(figures_note(plan, drawn, waiting, undrawn, rc))
-    print(f"rehearsal figures: {len(drawn)} of {len(ready)} drawn, {len(waiting)} waiting for runs "
-          f"(snakemake exit {rc})", file=sys.stderr)
+    print(f"rehearsal figures: {len(drawn) - len(before)} of {len(ready)} drawn now, {len(before)} drawn before "
+          f"from the same runs, {len(waiting)} waiting for runs (snakemake exit {rc})", file=sys.stderr)
     return rc
 
 
@@ -493,7 +510,7 @@ def main(argv=None) -> int:
     rehearsal, shrinks = rehearse(plan)
     results = Path(args.results) / "rehearsal"
     if args.command == "figures":
-        return draw_figures(plan, args.results, args.data_root, args.cores)
+        return draw_figures(plan, rehearsal, args.results, args.data_root, args.cores)
     if args.command == "plan":
         for rid, cfg in plan.configs.items():
             print(f"{rid} {cfg.name}: " + "; ".join(map(str, shrinks[rid])))
