@@ -48,11 +48,24 @@ def rehearsed(tmp_path_factory):
            "--latency-wait", "5", "--", *targets]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
     text = out.stdout + out.stderr
-    assert out.returncode == 0, text[-5000:]
+    assert out.returncode == 0, failed_run_logs(work) + text[-3000:]
     plan = load_plan(ROOT / "replications", "full", str(data))
     rehearsal, shrinks = rehearse(plan)
     rows = {r["run_id"]: r for r in ledger(plan, rehearsal, shrinks, work / "results" / "rehearsal")}
     return plan, rehearsal, rows, text, work / "results" / "rehearsal" / "full"
+
+
+def failed_run_logs(work: Path, lines: int = 12) -> str:
+    """The last lines of each train log whose run left no summary.json, and of its SLURM job logs
+    (where slurmstepd reports a kill): Snakemake's own output names the logs but not their contents,
+    and the test's temporary directory is gone once CI reports."""
+    full, out = work / "results" / "rehearsal" / "full", []
+    for log in sorted((full / "logs" / "train").glob("*.log")):
+        if not (full / "runs" / log.stem / "summary.json").exists():
+            for f in [log, *sorted(work.glob(f".snakemake/slurm_logs/rule_train/*{log.stem}/*.log"))]:
+                tail = f.read_text(errors="replace").splitlines()[-lines:]
+                out.append(f"--- {f.relative_to(work)} (no summary.json), last {len(tail)} lines:\n" + "\n".join(tail))
+    return "\n".join(out)[-5000:] + "\n--- snakemake:\n" if out else ""
 
 
 def test_the_subset_ran_as_slurm_jobs_on_the_test_nodes(rehearsed):
