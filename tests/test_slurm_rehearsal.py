@@ -42,6 +42,11 @@ def rehearsed(tmp_path_factory):
     cmd = [str(BIN / "snakemake"), "-s", str(ROOT / "Snakefile"), "--directory", str(work),
            "--profile", str(ROOT / "env/profiles/slurm"),
            "--config", "scale=full", "rehearsal=true", "results=results", f"data_root={data}",
+           # two jobs at a time, not the profile's 64: on 2 cores more at once gains little (the 8
+           # jobs' own times add up to 739 s here), while their peak memory adds up (PSS 2.2-9.5 GB
+           # a job, 36 GB in all); stop 35's CI lost the LM ensemble three times near its end, its
+           # cause not reported (failed_run_logs reports it now)
+           "--jobs", "2",
            # the test cluster's partition; quick status checks
            "--default-resources", f"slurm_partition={PARTITION}", "runtime=60", "mem_mb=1000", "cpus_per_task=1",
            "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "1",
@@ -65,6 +70,9 @@ def failed_run_logs(work: Path, lines: int = 12) -> str:
             for f in [log, *sorted(work.glob(f".snakemake/slurm_logs/rule_train/*{log.stem}/*.log"))]:
                 tail = f.read_text(errors="replace").splitlines()[-lines:]
                 out.append(f"--- {f.relative_to(work)} (no summary.json), last {len(tail)} lines:\n" + "\n".join(tail))
+    if out:   # the kernel's word on a rank it killed for memory (dmesg needs root: CI is root)
+        kills = subprocess.run(["dmesg"], capture_output=True, text=True).stdout.splitlines()
+        out.append("--- dmesg, kills: " + "\n".join(k for k in kills if "Killed process" in k or "oom-kill" in k)[-1500:])
     return "\n".join(out)[-5000:] + "\n--- snakemake:\n" if out else ""
 
 
