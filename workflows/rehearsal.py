@@ -407,7 +407,7 @@ FIGURE_RULES = ("figure_runs", "aggregate", "paper_table", "plot")
 
 def figure_status(plan: Plan, results: Path) -> tuple[list[tuple[str, str]], dict[tuple[str, str], tuple[int, int]]]:
     """The full-scale figures whose every run finished its rehearsal, and for the others
-    (runs rehearsed, runs planned)."""
+    (runs whose summary.json is here, runs planned)."""
     done = {rid for rid in plan.configs if (results / "full" / "runs" / rid / "summary.json").exists()}
     ready, waiting = [], {}
     for key, f in plan.figures.items():
@@ -455,8 +455,9 @@ def figures_note(plan: Plan, ready, waiting, undrawn=(), rc: int = 0) -> str:
         lines += ["", f"## Not drawn: every run rehearsed, but the figure rules did not draw them (snakemake "
                   f"exit {rc}; its output, or the rule's log under logs/<paper>/, says why)", ""]
         lines += [f"- `{p}/{f}`: {plan.figure(p, f).title}" for p, f in undrawn]
-    lines += ["", "## Not drawn: runs not rehearsed yet (`make rehearse` runs them; runs.csv lists each)", ""]
-    lines += [f"- `{p}/{f}`: {plan.figure(p, f).title}: {n} of {m} runs rehearsed" for (p, f), (n, m) in waiting.items()]
+    lines += ["", "## Not drawn: not every run's directory is here (`make rehearse` runs them; runs.csv "
+              "lists each run's status, also of runs rehearsed before and gone from here)", ""]
+    lines += [f"- `{p}/{f}`: {plan.figure(p, f).title}: {n} of {m} runs here" for (p, f), (n, m) in waiting.items()]
     return "\n".join(lines) + "\n"
 
 
