@@ -42,11 +42,11 @@ def rehearsed(tmp_path_factory):
     cmd = [str(BIN / "snakemake"), "-s", str(ROOT / "Snakefile"), "--directory", str(work),
            "--profile", str(ROOT / "env/profiles/slurm"),
            "--config", "scale=full", "rehearsal=true", "results=results", f"data_root={data}",
-           # two jobs at a time, not the profile's 64: on 2 cores more at once gains little (the 8
+           # one job at a time, not the profile's 64: on 2 cores more at once gains little (the 8
            # jobs' own times add up to 739 s here), while their peak memory adds up (PSS 2.2-9.5 GB
            # a job, 36 GB in all); stop 35's CI lost the LM ensemble three times near its end, its
            # cause not reported (failed_run_logs reports it now)
-           "--jobs", "2",
+           "--jobs", "1",
            # the test cluster's partition; quick status checks
            "--default-resources", f"slurm_partition={PARTITION}", "runtime=60", "mem_mb=1000", "cpus_per_task=1",
            "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "1",
