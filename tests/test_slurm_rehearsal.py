@@ -8,6 +8,7 @@ updates and exchanges done, its measured training bytes equal to the closed form
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -70,7 +71,7 @@ def failed_run_logs(work: Path, lines: int = 12) -> str:
             for f in [log, *sorted(work.glob(f".snakemake/slurm_logs/rule_train/*{log.stem}/*.log"))]:
                 tail = f.read_text(errors="replace").splitlines()[-lines:]
                 out.append(f"--- {f.relative_to(work)} (no summary.json), last {len(tail)} lines:\n" + "\n".join(tail))
-    if out:   # the kernel's word on a rank it killed for memory (dmesg needs root: CI is root)
+    if out and shutil.which("dmesg"):   # the kernel's word on a rank it killed for memory (root: CI)
         kills = subprocess.run(["dmesg"], capture_output=True, text=True).stdout.splitlines()
         out.append("--- dmesg, kills: " + "\n".join(k for k in kills if "Killed process" in k or "oom-kill" in k)[-1500:])
     return "\n".join(out)[-5000:] + "\n--- snakemake:\n" if out else ""
