@@ -130,3 +130,58 @@ def test_the_engine_is_told_the_models_gpu_not_local_rank(monkeypatch):
     engine.build_engine(cfg, topo, OnGpu())
     engine.build_engine(cfg, topo, torch.nn.Linear(2, 2))
     assert seen[0].device_rank == 0 and seen[1] is None
+
+
+def test_one_visible_gpu_at_local_rank_3_is_device_0_for_the_rank_and_its_process_group(monkeypatch):
+    """srun --gpus-per-task=1 shows each task one GPU while its LOCAL_RANK stays 3: the rank picks
+    cuda:0 and its process group is bound to cuda:0. DeepSpeed's own init_distributed runs here,
+    its accelerator saying CUDA and torch.distributed's rendezvous recorded instead of joined (no
+    GPU here); before, DeepSpeed bound the group to cuda:3 (LOCAL_RANK): on a real node "invalid
+    device ordinal" at start-up for every local rank but 0."""
+    import importlib
+
+    import torch.distributed as dist
+    from deepspeed.accelerator import get_accelerator
+
+    from codist.rank import comm, distributed
+    ds_comm = importlib.import_module("deepspeed.comm.comm")
+    ds_torch = importlib.import_module("deepspeed.comm.torch")   # (deepspeed.comm.torch is also torch itself)
+    for key, value in {"RANK": "3", "LOCAL_RANK": "3", "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "8",
+                       "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "CUDA_VISIBLE_DEVICES": "3"}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("SLURM_PROCID", raising=False)
+    set_to, joined = [], []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "set_device", set_to.append)
+
+    def init_process_group(backend, *, device_id=None, **kw):   # (DeepSpeed looks for device_id in its signature)
+        joined.append((backend, device_id))
+    monkeypatch.setattr(dist, "init_process_group", init_process_group)
+    monkeypatch.setattr(dist, "is_initialized", lambda: bool(joined))
+    monkeypatch.setattr(dist, "get_backend", lambda group=None: "nccl")
+    accelerator = get_accelerator()
+    monkeypatch.setattr(accelerator, "device_name", lambda index=None: "cuda" if index is None else f"cuda:{index}")
+    monkeypatch.setattr(accelerator, "device", lambda index=None: torch.device("cuda", index or 0))
+    monkeypatch.setattr(ds_torch, "build_shm_op", lambda: None)   # the CPU accelerator's op: not a GPU's
+    monkeypatch.setattr(ds_comm, "cdb", None)
+    monkeypatch.setattr(comm, "install_hooks", lambda: None)
+    monkeypatch.setattr(distributed, "topology", lambda models: "groups")
+
+    device, backend = distributed.pick_device("cuda")
+    assert (device, backend) == (torch.device("cuda", 0), "nccl") and set_to == [0]
+    assert distributed.init(8, backend, timeout_s=60, device=device) == "groups"
+    assert joined == [("nccl", torch.device("cuda", 0))]
+    # the conditions DeepSpeed binds under: a one-rank job and the CPU are not bound
+    assert distributed.bound_device(device, 1) is None and distributed.bound_device(torch.device("cpu"), 8) is None
+
+
+def test_set_up_gives_the_process_group_the_device_it_picked():
+    """train.set_up passes pick_device's device to distributed.init (the one choice, used by both)."""
+    import ast
+    import inspect
+
+    from codist.rank import train
+    calls = [n for n in ast.walk(ast.parse(inspect.getsource(train.set_up)))
+             if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "init"]
+    assert len(calls) == 1 and any(k.arg == "device" and getattr(k.value, "id", None) == "device"
+                                   for k in calls[0].keywords)

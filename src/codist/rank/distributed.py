@@ -77,9 +77,11 @@ class ModelGroupMPU:
         return 0
 
 
-def init(models: int, backend: str, timeout_s: int = 600) -> Topology:
+def init(models: int, backend: str, timeout_s: int = 600, device: torch.device | None = None) -> Topology:
     """Join the job (env:// rendezvous set by the launcher) and build the groups. A collective
-    that waits longer than `timeout_s` (a dead or hung peer) raises instead of hanging."""
+    that waits longer than `timeout_s` (a dead or hung peer) raises instead of hanging. On a GPU
+    the process group is bound to `device`, the rank's own (`pick_device`), not to the
+    cuda:LOCAL_RANK DeepSpeed's init_distributed would bind it to (see `bound_device`)."""
     from datetime import timedelta
 
     import deepspeed
@@ -91,8 +93,28 @@ def init(models: int, backend: str, timeout_s: int = 600) -> Topology:
         # with LOCAL_SIZE set (the DeepSpeed launcher sets it) DeepSpeed's CPU accelerator maps a 69 MB
         # /dev/shm buffer per rank for an shm all-reduce codist never uses, and never unlinks it
         os.environ.pop("LOCAL_SIZE", None)
-    deepspeed.init_distributed(dist_backend=backend, auto_mpi_discovery=False, timeout=timedelta(seconds=timeout_s))
+    timeout = timedelta(seconds=timeout_s)
+    bound = bound_device(device, int(os.environ.get("WORLD_SIZE", "1")))
+    if bound is not None and not dist.is_initialized():
+        # joined here, DeepSpeed's init_distributed finds the group made and only wraps it
+        dist.init_process_group(backend, timeout=timeout, device_id=bound)
+    deepspeed.init_distributed(dist_backend=backend, auto_mpi_discovery=False, timeout=timeout)
     return topology(models)
+
+
+def bound_device(device: torch.device | None, world_size: int) -> torch.device | None:
+    """The device a rank's process group is bound to (init_process_group's device_id): the rank's
+    own GPU, under DeepSpeed's own conditions for binding one (deepspeed.comm.torch): a CUDA
+    device, more than one rank (a bound group splits every later group's communicator from the
+    world's, which a one-rank job has no peer for) and not torch 2.6.0 < v < 2.7.1 (binding hangs
+    there, pytorch#153960). DeepSpeed binds cuda:LOCAL_RANK, which is no device where srun shows
+    each task only its own GPU (--gpus-per-task=1: LOCAL_RANK 3, one visible GPU, device 0)."""
+    from packaging.version import Version
+    if device is None or device.type != "cuda" or world_size == 1:
+        return None
+    if Version("2.6.0") < Version(torch.__version__.split("+")[0]) < Version("2.7.1"):
+        return None
+    return device
 
 
 def topology(models: int) -> Topology:
@@ -106,7 +128,9 @@ def topology(models: int) -> Topology:
 
 
 def pick_device(requested: str) -> tuple[torch.device, str]:
-    """(device, backend) for this rank: NCCL on GPUs, gloo on CPU."""
+    """(device, backend) for this rank: NCCL on GPUs, gloo on CPU. The one place a rank's device is
+    chosen: its process group is bound to it (`init`), its models and engine live on it, its data
+    and evaluation batches are moved to it (TrainContext.device)."""
     apply_srun_env()   # an srun task's LOCAL_RANK picks its GPU
     use_cuda = requested == "cuda" or (requested == "auto" and torch.cuda.is_available())
     if use_cuda:

@@ -249,7 +249,7 @@ def set_up(args) -> Run:
     guard = RunGuard(out)   # before anything is written: the directory this run writes into
     stop = StopFlag()
     stop.guard = guard
-    topo = init(cfg.parallel.models, backend, timeout_s=cfg.launch.collective_timeout_s)
+    topo = init(cfg.parallel.models, backend, timeout_s=cfg.launch.collective_timeout_s, device=device)
     heartbeat = Heartbeat(out, topo.rank, topo.world_size, cfg.launch.hang_timeout_s)   # beats while preparing
     meter = CommMeter(topo.rank, topo.model_of(), device)   # checks every collective's tensors are on `device`
     meter.install_hooks()
