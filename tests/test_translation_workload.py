@@ -236,3 +236,19 @@ def _sums(w, model, shards) -> dict[str, float]:
                 for k, v in w.eval_model_sums(model, x, y).items():
                     sums[k] = sums.get(k, 0.0) + v
     return sums
+
+
+def test_exchanged_state_is_the_saved_state_without_the_position_tables(model, tmp_path):
+    """A checkpoint exchange or model average sends what the closed form counts (the saved model's
+    floats, tied tensors once: workflows/rehearsal.model_size), not fairseq's sinusoidal position
+    tables, which are non-persistent constants every rank builds (issue 42: 2 x 1,026 x 1,024 floats
+    of Transformer-big an exchange beyond the closed form)."""
+    from codist.algorithms.state import flat_state
+    from workflows.rehearsal import model_size
+    tables = [b for m in model.modules() for n, b in m._buffers.items()
+              if n in m._non_persistent_buffers_set and b is not None and b.is_floating_point()]
+    assert len(tables) == 2 and all(t.numel() > 0 for t in tables)   # encoder's and decoder's
+    torch.save(model.state_dict(), tmp_path / "model_0.pt")
+    params, floats, _ = model_size(tmp_path / "model_0.pt")
+    assert flat_state(model).numel() == floats
+    assert flat_state(model, buffers=False).numel() == params == sum(p.numel() for p in model.parameters())
