@@ -36,6 +36,25 @@ def loadavg() -> float:
     return round(os.getloadavg()[0], 2)
 
 
+# A timing taken at this 1-minute load average or above decides nothing (2 on this 2-core machine:
+# at load 10-35 one LM update measured 5.2x its quiet time and sized the Anil paper tier wrongly).
+QUIET_LOAD = 2.0
+
+
+def refuse_loaded(rows: list[dict], key: str = "loadavg") -> tuple[list[dict], list[str]]:
+    """(the rows timed on a quiet machine, one line per row refused): a row whose `key` (the highest
+    load average seen while it was timed) reached QUIET_LOAD, or that has none, is not a figure."""
+    kept, refused = [], []
+    for row in rows:
+        load = row.get(key)
+        if load is None or not load < QUIET_LOAD:
+            refused.append(f"refused, not written: {row.get('model', row.get('workload', '?'))} batch "
+                           f"{row.get('batch', '?')}: load average {load} (a timing counts below {QUIET_LOAD})")
+        else:
+            kept.append(row)
+    return kept, refused
+
+
 def run(raw: dict, source: str, keep: Path | None = None) -> tuple[dict, list[dict]]:
     """Validate `raw`, launch every rank, wait; return (summary.json, metrics.jsonl rows).
 

@@ -1,0 +1,53 @@
+"""benchmarks/efficiency.py: a row timed at load >= 2 is never written; the LSTM's fused layer is counted
+as its GEMMs; the rows cover every embedded workload."""
+from __future__ import annotations
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from benchmarks import benchlib, efficiency
+
+
+def test_refuse_loaded_keeps_only_quiet_rows():
+    rows = [{"model": "a", "batch": 1, "loadavg": 1.99}, {"model": "b", "batch": 2, "loadavg": 2.0},
+            {"model": "c", "batch": 3, "loadavg": 7.5}, {"model": "d", "batch": 4}]
+    kept, refused = benchlib.refuse_loaded(rows)
+    assert [r["model"] for r in kept] == ["a"]
+    assert len(refused) == 3 and all("refused, not written" in line for line in refused)
+    assert "load average 2.0" in refused[0] and "load average None" in refused[2]
+
+
+def test_a_row_timed_under_load_is_not_written(tmp_path, monkeypatch, capsys):
+    """Through main(): one quiet row and one at load 2.4; the csv holds the quiet one, rc 1 says so."""
+    rows = [{"workload": {"name": "lm"}, "batch": 32, "optimizer": {}, "used_by": "x"},
+            {"workload": {"name": "lm"}, "batch": 64, "optimizer": {}, "used_by": "y"}]
+    monkeypatch.setattr(efficiency, "plan_rows", lambda: rows)
+    load = {32: 0.7, 64: 2.4}
+    monkeypatch.setattr(efficiency, "run_row", lambda row, precision: {
+        "workload": "lm", "model": "lm", "batch": row["batch"], "precision": precision, "workload_config": "{}",
+        "codist_s_per_update": 0.01, "codist_gflops": 1.0, "ratio_to_fp32_peak": 0.1, "gemm_fp32_gflops": 10.0,
+        "loadavg": load[row["batch"]]})
+    assert efficiency.main(["--out", str(tmp_path)]) == 1
+    import pandas as pd
+    table = pd.read_csv(tmp_path / "efficiency.csv")
+    assert table.batch.tolist() == [32]
+    assert "batch 64: load average 2.4" in capsys.readouterr().err
+
+
+def test_lstm_layer_counted_as_its_gemms():
+    """2 x tokens x 4H x (I + H) forward, twice that backward, for either layout."""
+    torch.manual_seed(0)
+    tokens, i, h = 8 * 16, 32, 64
+    for lstm, x in ((torch.nn.LSTM(i, h, batch_first=True), torch.randn(8, 16, i)),
+                    (torch.nn.LSTM(i, h), torch.randn(16, 8, i))):
+        with FlopCounterMode(display=False, custom_mapping=efficiency.lstm_flops(torch)) as counter:
+            y, _ = lstm(x.requires_grad_())
+            y.sum().backward()
+        assert counter.get_total_flops() == 3 * 2 * tokens * 4 * h * (i + h)
+
+
+def test_rows_cover_every_embedded_workload():
+    rows = efficiency.plan_rows()
+    assert {r["workload"]["name"] for r in rows} == {"lm", "cifar", "imagenet", "ctr", "translation"}
+    keys = [(efficiency.describe(r["workload"]), r["batch"]) for r in rows]
+    assert len(keys) == len(set(keys)), "a row differing only in the data set's size is measured once"
