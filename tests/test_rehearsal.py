@@ -171,31 +171,76 @@ def test_a_run_whose_metrics_the_figures_cannot_read_is_stale_not_ok(full, tmp_p
         assert row["status"] == "stale" and "metrics record" in row["first_error"], row
 
 
-def test_the_ledger_keeps_the_rows_of_runs_that_left_nothing_here(full, tmp_path):
+@pytest.mark.parametrize("reference", [False, True])
+def test_the_ledger_keeps_the_rows_of_runs_that_left_nothing_here(full, tmp_path, capsys, reference):
     """`rehearsal.py ledger` (which `run` ends with) over a results root holding one run: the runs
     whose directories are gone keep the row the ledger already holds when it was rehearsed with the
-    plan's shrinks, a row of other shrinks is stale, and the run present is read again."""
+    plan's shrinks (and its commit and date), a row of other shrinks is stale, and the run present is
+    read again, with the commit and start of its manifest; the line printed says how many rows were
+    measured now and how many carried. Without --reference the committed runs.csv stays as it was
+    and the ledger goes to the git-ignored runs.local.csv."""
     import csv
     from rehearsal import COLUMNS, main
     plan, rehearsal, shrinks = full
     kept, other, here = list(plan.configs)[:3]
-    out = tmp_path / "rehearsal" / "full" / "runs.csv"
-    out.parent.mkdir(parents=True)
-    with out.open("w", newline="") as f:
+    committed = tmp_path / "rehearsal" / "full" / "runs.csv"
+    committed.parent.mkdir(parents=True)
+    with committed.open("w", newline="") as f:
         w = csv.DictWriter(f, COLUMNS)
         w.writeheader()
         for rid, shrunk in ((kept, shrinks[kept]), (other, shrinks[other][1:]), (here, shrinks[here])):
-            w.writerow({"run_id": rid, "status": "ok", "job_s": "41", "shrinks": "; ".join(map(str, shrunk))})
+            w.writerow({"run_id": rid, "status": "ok", "job_s": "41", "commit": "abc", "date": "then",
+                        "shrinks": "; ".join(map(str, shrunk))})
+    before = committed.read_bytes()
     run = tmp_path / "rehearsal" / "full" / "runs" / here
     run.mkdir(parents=True)
     (run / "summary.json").write_text(json.dumps({"run_id": "0123456789ab"}))
-    assert main(["ledger", "--results", str(tmp_path), "--data-root", "/data"]) == 0
+    (run / "manifest.json").write_text(json.dumps({"git": {"commit": "0123456789abcdef", "dirty": True},
+                                                   "started_unix": 86400.0}))
+    argv = ["ledger", "--results", str(tmp_path), "--data-root", "/data"] + (["--reference"] if reference else [])
+    assert main(argv) == 0
+    out = committed if reference else committed.with_name("runs.local.csv")
+    if not reference:
+        assert committed.read_bytes() == before
     rows = {r["run_id"]: r for r in csv.DictReader(out.open())}
     assert len(rows) == len(plan.configs)
     assert rows[kept]["status"] == "ok" and rows[kept]["job_s"] == "41"
+    assert (rows[kept]["commit"], rows[kept]["date"]) == ("abc", "then")
     assert rows[other]["status"] == "stale" and "other shrinks" in rows[other]["first_error"]
     assert rows[here]["status"] == "stale" and rows[here]["job_s"] == ""
+    assert (rows[here]["commit"], rows[here]["date"]) == ("0123456789ab+dirty", "1970-01-02T00:00:00+00:00")
     assert {r["status"] for rid, r in rows.items() if rid not in (kept, other, here)} == {"not run (time)"}
+    printed = capsys.readouterr().out
+    assert f"1 measured now" in printed and f"2 carried from {committed}" in printed, printed
+    assert f"{len(plan.configs) - 3} never run" in printed, printed
+
+
+def test_a_ledger_from_before_the_commit_column_says_which_commit_recorded_each_row(tmp_path):
+    """A committed ledger without commit and date: each row reads 'unknown: recorded in' the last
+    commit that changed its measured values (a column added later is no new measurement), 'by' that
+    commit's date; a row never run stays without."""
+    import subprocess
+    from rehearsal import read_ledger
+
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True, text=True).stdout.strip()
+    git("init", "-q")
+    ledger_csv = tmp_path / "runs.csv"
+    versions = ["run_id,status,job_s,shrinks\na,ok,40,s\nb,ok,50,s\nc,not run (time),,s\n",
+                "run_id,status,job_s,setup_s,shrinks\na,ok,40,2.5,s\nb,ok,51,2.5,s\nc,not run (time),,,s\n",
+                "run_id,status,job_s,setup_s,shrinks\na,ok,40,2.5,s\nb,ok,51,2.5,s\nc,not run (time),,,s\nd,ok,9,1,s\n"]
+    commits = []
+    for i, text in enumerate(versions):
+        ledger_csv.write_text(text)
+        git("add", "runs.csv")
+        git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", f"v{i}",
+            "--date", f"2026-01-0{i + 1}T00:00:00+00:00")
+        commits.append(git("log", "-1", "--format=%h %cI").split())
+    rows = read_ledger(ledger_csv)
+    assert rows["a"]["commit"] == f"unknown: recorded in {commits[0][0]}" and rows["a"]["date"] == f"by {commits[0][1]}"
+    assert rows["b"]["commit"] == f"unknown: recorded in {commits[1][0]}"
+    assert rows["d"]["commit"] == f"unknown: recorded in {commits[2][0]}"
+    assert not rows["c"].get("commit")
 
 
 def test_ledger_sizes_count_a_tied_tensor_once_and_leave_buffers_out(tmp_path):

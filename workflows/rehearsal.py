@@ -19,13 +19,15 @@ Any other difference fails `check` (RehearsalError), so the rest (model, optimiz
 shape, precision, algorithm, data) is the full run's. Results go under <results>/rehearsal/
 (never into a real results tree), run directories keyed by the planned run id (the rehearsal's
 config has another id: its own fields differ); `run` removes a finished run's checkpoint/ (disk).
-`ledger` writes <results>/rehearsal/full/runs.csv (a run rehearsed under an earlier rehearsal
-config is "stale": its summary holds another id); a run that left nothing here keeps its row of the
-ledger already written (`run` writes the ledger too, so rerunning some runs keeps the others' rows).
+`ledger` writes <results>/rehearsal/full/runs.local.csv (git-ignored), or with --reference the
+committed runs.csv (a run rehearsed under an earlier rehearsal config is "stale": its summary holds
+another id); a run that left nothing here keeps its row of the ledger already written (`run` writes
+the ledger too, so rerunning some runs keeps the others' rows), with the commit and date it was
+measured at, and the line printed says how many rows were measured now and how many carried.
 
     python workflows/rehearsal.py plan                  # every planned run's shrinks (no run)
     python workflows/rehearsal.py run --data-root D [--only ID ... | --ci] [--cores N | --profile P]
-    python workflows/rehearsal.py ledger --data-root D  # runs.csv from what the runs left
+    python workflows/rehearsal.py ledger --data-root D [--reference]  # the ledger from what the runs left
     python workflows/rehearsal.py figures --data-root D # the figures whose runs are all rehearsed,
                                                         # stamped, and full/FIGURES.md listing them,
                                                         # those drawn before from the same runs, the rest
@@ -34,12 +36,14 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import csv
 import json
 import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, fields
+from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,7 +80,7 @@ CI_SUBSET = {
     "a7d99327b459": "ctr, codistill (Anil Table 1): 63 CPU s, the cheapest codistillation",
     "5b6bcfe6ace7": "imagenet, allreduce (Sodhani Fig. 1, ResNet-50): 100 CPU s, ImageNet's cheapest",
     "52c5396b46f7": "translation, allreduce (Sodhani Sec. 4, Transformer-big): 73 CPU s (its codistillation "
-                    "is dearer and sends fairseq's position tables beyond the closed form)",
+                    "is dearer)",
     "b2adfcdd4bb8": "lm, label_smoothing (Anil Fig. 2a): 50 CPU s, the family's only workload",
     "5a92c3b8c46d": "lm, ensemble (Anil Sec. 3.4.1): 213 CPU s; the distillation's teacher, so it also "
                     "covers the ensemble family (CTR's ensemble, 88 CPU s, would be a ninth run)",
@@ -236,7 +240,12 @@ COLUMNS = ["run_id", "figures", "workload", "model", "parameters", "algorithm", 
            "ranks_planned", "ranks_used", "batch_per_rank_planned", "batch_per_rank_used", "updates_planned",
            "updates_done", "exchanges_done", "exchange_calls_all_ranks", "bytes_per_rank_per_update_measured",
            "bytes_per_rank_per_update_closed_form_used", "bytes_per_rank_per_update_closed_form_planned",
-           "peak_pss_mb_per_rank", "s_per_update", "setup_s", "job_s", "checkpoints", "status", "first_error", "shrinks"]
+           "peak_pss_mb_per_rank", "s_per_update", "setup_s", "job_s", "checkpoints", "status", "first_error",
+           "commit", "date", "shrinks"]
+#: the columns a rehearsal run measures (a row whose values here changed was measured again)
+MEASURED = ("updates_done", "exchanges_done", "exchange_calls_all_ranks", "bytes_per_rank_per_update_measured",
+            "peak_pss_mb_per_rank", "s_per_update", "setup_s", "job_s", "checkpoints", "status", "first_error",
+            "shrinks")
 
 
 def model_name(cfg: RunConfig) -> str:
@@ -314,6 +323,45 @@ def _run_facts(run: Path, used: RunConfig) -> dict:
     return facts
 
 
+def provenance(run: Path) -> dict:
+    """The commit of the code that ran a run (with "+dirty" when its tree had uncommitted changes)
+    and when it started (UTC), from its manifest.json (written at each start: a resumed run's last)."""
+    path = run / "manifest.json"
+    m = json.loads(path.read_text()) if path.exists() else {}
+    git, started = m.get("git") or {}, m.get("started_unix")
+    commit = (git["commit"][:12] + ("+dirty" if git.get("dirty") else "")) if git.get("commit") else "unknown"
+    date = (datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds") if started is not None
+            else "unknown")
+    return {"commit": commit, "date": date}
+
+
+def recorded_in(path: Path) -> dict[str, dict]:
+    """For each run id of a ledger committed to git without commit and date columns: the commit that
+    recorded its measured values as they stand now (the last commit of `path` that changed them) as
+    {"commit": "unknown: recorded in <commit>", "date": "by <that commit's date>"}. The code that ran
+    the run is not known (it ran at that commit's parent or before, maybe with uncommitted changes);
+    it was measured no later than the commit. {} outside git or for a path git does not track."""
+    def git(*args, cwd=path.parent):
+        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    top = git("rev-parse", "--show-toplevel") if path.exists() else None
+    if top is None or top.returncode:
+        return {}
+    top = Path(top.stdout.strip()).resolve()
+    git = functools.partial(git, cwd=top)
+    rel = path.resolve().relative_to(top).as_posix()
+    history = git("log", "--reverse", "--format=%h %cI", "--", rel).stdout.split()
+    out, last = {}, {}
+    for commit, date in zip(history[::2], history[1::2]):
+        text = git("show", f"{commit}:{rel}").stdout
+        for row in csv.DictReader(text.splitlines()):
+            values, before = {k: row[k] for k in MEASURED if k in row}, last.get(row["run_id"])
+            # first seen, or measured again here (a column added later is no new measurement)
+            if before is None or any(before[k] != v for k, v in values.items() if k in before):
+                last[row["run_id"]] = values
+                out[row["run_id"]] = {"commit": f"unknown: recorded in {commit}", "date": f"by {date}"}
+    return out
+
+
 BUFFERS = ("running_mean", "running_var", ".version")   # BatchNorm statistics, fairseq's version markers
 
 
@@ -361,6 +409,8 @@ def ledger(plan: Plan, rehearsal: Plan, shrinks: dict, results: Path, written: d
                "updates_planned": cfg.train.steps, "shrinks": "; ".join(map(str, shrinks[rid]))}
         summary = json.loads((run / "summary.json").read_text()) if (run / "summary.json").exists() else {}
         held = summary.get("run_id")
+        if held is not None or log.exists():   # read here now: the run's own commit and start
+            row.update(provenance(run), _from="measured")
         if held is not None and held != used.run_id():   # rehearsed before the plan's rehearsal changed
             row.update(status="stale", first_error=f"summary.json is rehearsal {held}; the plan's is "
                                                    f"{used.run_id()}: rerun it")
@@ -389,12 +439,13 @@ def ledger(plan: Plan, rehearsal: Plan, shrinks: dict, results: Path, written: d
             row.update(status="failed" if error else "incomplete (no summary.json, no error line)",
                        first_error=error)
         elif rid in written and written[rid]["shrinks"] == row["shrinks"]:
-            row = dict(written[rid])
+            row = {**written[rid], "_from": "carried"}
         elif rid in written and written[rid]["status"] != "not run (time)":
             row.update(status="stale", first_error="the ledger's row was rehearsed with other shrinks "
-                                                   f"({written[rid]['shrinks']}): rerun it")
+                                                   f"({written[rid]['shrinks']}): rerun it", _from="carried",
+                       commit=written[rid].get("commit", ""), date=written[rid].get("date", ""))
         else:
-            row["status"] = "not run (time)"
+            row.update(status="not run (time)", _from="not run")
         rows.append(row)
     return rows
 
@@ -506,6 +557,9 @@ def main(argv=None) -> int:
     ap.add_argument("--ci", action="store_true", help="run CI_SUBSET (make test-slurm's runs)")
     ap.add_argument("--cores", type=int, default=2, help="local cores (without --profile)")
     ap.add_argument("--profile", help="a Snakemake profile for the runs, e.g. env/profiles/slurm (default: local)")
+    ap.add_argument("--reference", action="store_true",
+                    help=f"write the ledger to RESULTS/rehearsal/full/{REFERENCE} (the committed record) instead "
+                         f"of {LOCAL} (git-ignored), which starts from the reference's rows")
     args = ap.parse_args(argv)
     plan = load_plan(args.replications, "full", args.data_root, TIER)
     rehearsal, shrinks = rehearse(plan)
@@ -526,19 +580,47 @@ def main(argv=None) -> int:
         rc = subprocess.call(cmd, cwd=ROOT)
         print(f"rehearsal: snakemake exit {rc}", file=sys.stderr)
         prune_checkpoints(results, ids)
-    out = results / "full" / "runs.csv"
-    written = {r["run_id"]: r for r in csv.DictReader(out.open())} if out.exists() else {}
-    rows = ledger(plan, rehearsal, shrinks, results, written)
+    reference, out = results / "full" / REFERENCE, results / "full" / (REFERENCE if args.reference else LOCAL)
+    source = out if out.exists() else reference
+    write_ledger(out, ledger(plan, rehearsal, shrinks, results, read_ledger(source)), source)
+    return 0
+
+
+#: the committed ledger, and the one a rehearsal writes unless told to write the reference (git-ignored:
+#: a local `make rehearse` leaves the record alone)
+REFERENCE, LOCAL = "runs.csv", "runs.local.csv"
+
+
+def read_ledger(path: Path) -> dict[str, dict]:
+    """The rows of a ledger already written, by run id; a row from before the commit and date columns
+    gets them from the git history of the file (recorded_in)."""
+    if not path.exists():
+        return {}
+    rows = {r["run_id"]: r for r in csv.DictReader(path.open())}
+    if any(not r.get("commit") for r in rows.values()):
+        history = recorded_in(path)
+        for rid, r in rows.items():
+            if not r.get("commit") and r["status"] != "not run (time)":
+                r.update(history.get(rid, {"commit": "unknown", "date": "unknown"}))
+    return rows
+
+
+def write_ledger(out: Path, rows: list[dict], source: Path) -> None:
+    """The ledger, and one line: its statuses and how many rows were measured now (read from a run
+    directory or log here) and how many were carried from the ledger already written."""
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", newline="") as f:
-        w = csv.DictWriter(f, COLUMNS)
+        w = csv.DictWriter(f, COLUMNS, extrasaction="ignore")   # ledger()'s _from: this line only
         w.writeheader()
         w.writerows(rows)
-    counts = {}
+    counts, by_source = {}, {}
     for r in rows:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
-    print(f"{out}: {len(rows)} planned runs: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
-    return 0
+        by_source[r["_from"]] = by_source.get(r["_from"], 0) + 1
+    print(f"{out}: {len(rows)} planned runs: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+          + f"; {by_source.get('measured', 0)} measured now (their run directories or logs are here), "
+          f"{by_source.get('carried', 0)} carried from {source} (measured before: see their commit and date), "
+          f"{by_source.get('not run', 0)} never run")
 
 
 if __name__ == "__main__":
