@@ -107,9 +107,11 @@ def rank_reports(out: Path) -> dict[int, dict]:
 
 
 def diagnose(out: Path, world: int, returncode: int) -> str:
-    """Name the rank(s) that ended the run, from what each rank wrote under RUN/.ranks/.
+    """Name the rank(s) that ended the run, from what each rank wrote under RUN/.ranks/, and
+    the end of their logs (RUN/logs/).
 
-    A rank still marked running after its tree exited died without raising (SIGKILL, out of
+    A rank with no state file failed before its first report (choosing its device, joining the
+    process group): its error is its log's. A rank still marked running after its tree exited died without raising (SIGKILL, out of
     memory): it is the cause, and the errors of the others (connection reset) its consequence;
     unless the run directory was lost or its disk filled (`storage_lost`): then the ranks could not
     write how they ended, and their own line above names the file."""
@@ -118,18 +120,22 @@ def diagnose(out: Path, world: int, returncode: int) -> str:
     died = sorted((r for r, info in reports.items() if info.get("state") == "running"),
                   key=lambda r: reports[r]["unix"])
     errors = [f"rank {r} failed: {info['error']}" for r, info in reports.items() if info.get("state") == "error"]
-    parts = []
+    parts, crashed = [], {}
     lost = storage_lost(out) if missing or died else None
     if lost:   # the ranks' own line (above) names the file; their state files could not be written
         parts.append(f"rank(s) {sorted(missing + died)} could not record how they ended: {lost}")
     else:
-        if missing:
-            parts.append(f"rank(s) {missing} never started")
+        # a rank that ended before its first report (set-up: device, process group) left its error in its log
+        crashed = {r: error for r in missing if (error := log_error(out, r))}
+        silent = [r for r in missing if r not in crashed]
+        if silent:
+            parts.append(f"rank(s) {silent} never started")
+        parts += [f"rank {r} failed while starting: {error}" for r, error in crashed.items()]
         parts += [f"rank {r} died without an error at update {reports[r]['step']} (killed, or out of memory?)"
                   for r in died]
     if errors:
-        parts.append(("then " if died else "") + "; ".join(errors))
-    failed = died + [r for r, info in reports.items() if info.get("state") == "error"]
+        parts.append(("then " if died or crashed else "") + "; ".join(errors))
+    failed = sorted(crashed) + died + [r for r, info in reports.items() if info.get("state") == "error"]
     text = "; ".join(parts) + f" (launcher exit code {returncode})" if parts else f"launcher exit code {returncode}"
     return text + "".join(log_tail(out, r) for r in failed if r != 0)   # rank 0's output is above already
 
@@ -146,6 +152,22 @@ def storage_lost(out: Path) -> str | None:
     except OSError:
         pass
     return None
+
+
+def log_error(out: Path, rank: int) -> str | None:
+    """The error a rank's log (RUN/logs/rank<N>.log) ends with: the exception line of its last
+    Python traceback, else its last line; None when it has no log or an empty one."""
+    try:
+        lines = [line for line in (out / "logs" / f"rank{rank}.log").read_text(errors="replace").splitlines()
+                 if line.strip()]
+    except OSError:
+        return None
+    starts = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")]
+    if starts:   # the first line after the traceback's indented frames
+        error = next((line for line in lines[starts[-1] + 1:] if not line[0].isspace()), None)
+        if error:
+            return error.strip()
+    return lines[-1].strip() if lines else None
 
 
 def log_tail(out: Path, rank: int, lines: int = 8) -> str:
