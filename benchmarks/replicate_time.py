@@ -15,7 +15,9 @@ took one after another, the rest is Snakemake, the analysis and, with lanes, the
 LOAD.log holds '<epoch s> <1-min load average>' samples (a sampler every 30 s): each row notes the
 load over its call, because the 2-core machine is shared and a timing under load is slower.
 
-Rows are keyed by (figures, tier, commit): a rerun of the same call replaces its row.
+Rows are keyed by (figures, tier, commit): a rerun of the same call replaces its row. A row sizes a
+tier (`budget_figure`, read by budget_rows) only when its highest sampled load stayed below
+benchlib.QUIET_LOAD: a timing taken under load, or with no load sampled, decides nothing.
 Writes results/bench/replicate_time.csv.
 """
 from __future__ import annotations
@@ -27,6 +29,8 @@ import re
 from pathlib import Path
 
 import pandas as pd
+
+from benchmarks.benchlib import refuse_loaded
 
 OUT_NAME = "replicate_time.csv"
 KEY = ["figures", "tier", "commit"]
@@ -98,6 +102,18 @@ def row(logs: list[Path], root: Path, load: Path | None, tier: str, cores: int, 
             "started_utc": first["started_utc"]}
 
 
+def with_budget_figure(table: pd.DataFrame) -> pd.DataFrame:
+    """`table` with `budget_figure`: whether the row may size a tier (its load_max below QUIET_LOAD)."""
+    rows = [{"model": f, "loadavg": None if pd.isna(m) else m} for f, m in zip(table.figures, table.load_max)]
+    quiet = {id(r) for r in refuse_loaded(rows)[0]}
+    return table.assign(budget_figure=[id(r) in quiet for r in rows])
+
+
+def budget_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows a tier's budget may be computed from: those timed on a quiet machine."""
+    return table[with_budget_figure(table).budget_figure]
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--log", type=Path, action="append", required=True, help="a driver log (repeatable)")
@@ -118,6 +134,7 @@ def main(argv=None) -> int:
         old = pd.read_csv(path, dtype={"commit": str})
         keep = ~old.set_index(KEY).index.isin(new.set_index(KEY).index)
         new = pd.concat([old[keep], new], ignore_index=True)
+    new = with_budget_figure(new)
     args.out.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".csv.tmp")
     new.to_csv(tmp, index=False)
