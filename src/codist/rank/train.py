@@ -278,11 +278,7 @@ def resume(run: Run) -> None:
         group_state, rank_state = checkpoint.load(out, start, run_id, topo.rank, topo.model_index)
         with checkpoint.reading(out, start, f"group-{topo.model_index}.pt"):
             run.algo.load_checkpoint_state(group_state["algorithm"])
-        with checkpoint.reading(out, start, f"rank-{topo.rank}.pt"):
-            run.algo.load_rank_checkpoint_state(rank_state.get("algorithm", {}))   # this rank's own (PowerSGD's residuals)
-        checkpoint.restore_rng(rank_state, run.device)
-        run.meter.load_tensor(rank_state["meter"])
-        run.timers, run.rows = rank_state["timers"], json.loads(rank_state["rows"])
+        restore_rank(run, start, rank_state)
         run.resume_load_s = time.perf_counter() - t_load
     torch.distributed.barrier()   # every rank has read the checkpoint before rank 0 touches files
     if run.lead:
@@ -294,6 +290,18 @@ def resume(run: Run) -> None:
     for row in run.rows:
         run.history.setdefault(row["model"], []).append(row)
     run.start = start or 0
+
+
+def restore_rank(run: Run, start: int, rank_state: dict) -> None:
+    """This rank's own file of the checkpoint at update `start` (rank-<r>.pt): the algorithm's
+    per-rank state (PowerSGD's residuals), RNG, meter counters, timers and metrics rows. A key the
+    file lacks (another file in its place, another codist version) is one line naming the file
+    and the key (checkpoint.reading), not a KeyError."""
+    with checkpoint.reading(run.out, start, f"rank-{run.topo.rank}.pt"):
+        run.algo.load_rank_checkpoint_state(rank_state.get("algorithm", {}))
+        checkpoint.restore_rng(rank_state, run.device)
+        run.meter.load_tensor(rank_state["meter"])
+        run.timers, run.rows = rank_state["timers"], json.loads(rank_state["rows"])
 
 
 def save_checkpoint(run: Run, done: int) -> None:
