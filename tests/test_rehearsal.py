@@ -351,3 +351,31 @@ def test_a_figure_drawn_from_the_same_runs_stays_drawn_when_their_directories_ar
     assert "`sun2016/communication.png`" in drawn
     assert "`anil2018/fig4`" in waiting and "`anil2018/fig1`" in waiting
     assert "fig4" not in drawn and "fig1" not in drawn
+
+
+def test_translation_rows_count_the_planned_dictionaries_not_the_miniature_ones(full, tmp_path):
+    """A translation row (carried, as every row is once its run directory is gone) gets the planned
+    Transformer's parameters and planned bytes: the model built with the throughput table's
+    dictionaries of its language pair, the same count benchmarks/comm_volume.py has from a real
+    32,768-type fairseq folder, not the rehearsal model_0.pt's miniature one (issue 42: 18% low)."""
+    import pandas as pd
+    import yaml
+    from rehearsal import RehearsalError, closed_form, planned_dictionaries, planned_size
+    plan, rehearsal, shrinks = full
+    wmt = next(rid for rid, c in plan.configs.items() if c.workload.name == "translation"
+               and c.workload.source_lang == "en" and c.algorithm.name == "codistill")
+    cfg = plan.configs[wmt]
+    written = {wmt: {"run_id": wmt, "status": "ok", "parameters": "177651712", "shrinks": "; ".join(map(str, shrinks[wmt])),
+                     "bytes_per_rank_per_update_closed_form_used": "1065910276", "commit": "c", "date": "d"}}
+    row = next(r for r in ledger(plan, rehearsal, shrinks, tmp_path, written) if r["run_id"] == wmt)
+    bench = pd.read_csv(ROOT / "results" / "bench" / "comm_volume.csv")
+    assert row["parameters"] == bench[bench.model == "transformer_big"].model_params.iloc[0]
+    assert row["model"].endswith("-dict32768")
+    n, state, norm = planned_size(cfg, planned_dictionaries(cfg))
+    assert row["bytes_per_rank_per_update_closed_form_planned"] == round(closed_form(cfg, n, state, cfg.train.steps))
+    assert row["bytes_per_rank_per_update_closed_form_used"] == "1065910276"   # the rehearsal model's, measured
+    doc = yaml.safe_load((ROOT / "replications" / "throughput.yaml").read_text())
+    del doc["translation"]["en-de"]
+    (tmp_path / "throughput.yaml").write_text(yaml.safe_dump(doc))
+    with pytest.raises(RehearsalError, match=r"throughput.yaml: translation.en-de needs source_dict"):
+        planned_dictionaries(cfg, tmp_path / "throughput.yaml")

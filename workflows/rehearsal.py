@@ -248,8 +248,11 @@ MEASURED = ("updates_done", "exchanges_done", "exchange_calls_all_ranks", "bytes
             "shrinks")
 
 
-def model_name(cfg: RunConfig) -> str:
+def model_name(cfg: RunConfig, dictionaries: tuple[int, int] | None = None) -> str:
     w = to_dict(cfg.workload)
+    if dictionaries:   # a Transformer's size is its dictionaries'
+        src, tgt = dictionaries
+        return f"{w['arch']}-dict{src}" + ("" if w["share_embeddings"] == "all" else f"x{tgt}")
     if w["name"] == "lm":
         return f"lstm{w['layers']}x{w['hidden']}-vocab{w['vocab_size']}"
     if w["name"] == "ctr":
@@ -381,13 +384,60 @@ def model_size(path: Path) -> tuple[int, int, int]:
     return params, floats, norm
 
 
-def ledger(plan: Plan, rehearsal: Plan, shrinks: dict, results: Path, written: dict | None = None) -> list[dict]:
+#: the planned data sets' dictionary sizes (fairseq-preprocess's counts, with their source)
+THROUGHPUT = ROOT / "replications" / "throughput.yaml"
+
+
+def planned_dictionaries(cfg: RunConfig, throughput: Path = THROUGHPUT) -> tuple[int, int] | None:
+    """(source, target) dictionary types of a translation run's planned data set, from the
+    throughput table's `translation:` entry of its language pair; None for other workloads."""
+    w = cfg.workload
+    if w.name != "translation":
+        return None
+    from codist.budget import load_throughput
+    pair = f"{w.source_lang}-{w.target_lang}"
+    facts = load_throughput(throughput).translation.get(pair)
+    if not facts or not all(isinstance(facts.get(k), int) for k in ("source_dict", "target_dict")):
+        raise RehearsalError(f"{throughput}: translation.{pair} needs source_dict and target_dict (the planned "
+                             f"data set's dictionary types) for the planned Transformer's size")
+    return facts["source_dict"], facts["target_dict"]
+
+
+def planned_size(cfg: RunConfig, dictionaries: tuple[int, int]) -> tuple[int, int, int]:
+    """(parameters, floats of the exchanged state, BatchNorm statistics) of a translation run's
+    planned model: built on the meta device (no memory) with the planned dictionaries, where the
+    rehearsal's model_0.pt has the miniature root's (1,264 and 792 types: 18% and 8.5% fewer
+    parameters than Transformer-big on WMT'16 and IWSLT'14). Counted as model_size counts a saved
+    model (tied tensors once, persistent buffers: what an exchange sends)."""
+    import torch
+    from codist.algorithms.state import norm_statistics, state_tensors
+    from codist.workloads.translation import TranslationWorkload
+    with torch.device("meta"):
+        model = TranslationWorkload.with_dictionaries(cfg.workload, *dictionaries).build_model()
+    return (sum(p.numel() for p in model.parameters()), sum(t.numel() for t in state_tensors(model)),
+            sum(t.numel() for t in norm_statistics(model)))
+
+
+def _planned_counts(row: dict, cfg: RunConfig, size: tuple[int, int, int]) -> None:
+    """A translation row's parameters and planned closed form from the planned model's `size`
+    (the closed form at the rehearsal's world size stays the rehearsal model's: its bytes are what
+    was measured)."""
+    n, state, norm = size
+    row["parameters"] = n
+    row["bytes_per_rank_per_update_closed_form_planned"] = round(closed_form(cfg, n, state, cfg.train.steps, norm))
+
+
+def ledger(plan: Plan, rehearsal: Plan, shrinks: dict, results: Path, written: dict | None = None,
+           throughput: Path = THROUGHPUT) -> list[dict]:
     """One row per planned run, from what its run directory and log hold here. A run that left
     neither here keeps its row of the ledger already `written` (rehearsed on another machine, or
     before this one's scratch was wiped: run directories are scratch, the ledger is the record) when
     that row's shrinks are the plan's, which fix the rehearsal config (check() records every field
-    it changes, and the planned run id fixes the rest); a row of another rehearsal is stale."""
+    it changes, and the planned run id fixes the rest); a row of another rehearsal is stale. A
+    translation row's parameters and planned bytes are the planned model's (planned_size), also in a
+    row carried."""
     written = written or {}
+    planned = {}   # a translation workload section -> its planned model's size
     figures = {}
     for (paper, fig), f in plan.figures.items():
         for r in f.runs:
@@ -400,8 +450,11 @@ def ledger(plan: Plan, rehearsal: Plan, shrinks: dict, results: Path, written: d
     for rid, cfg in plan.configs.items():
         used = rehearsal.configs[rid]
         run, log = results / "full" / "runs" / rid, results / "full" / "logs" / "train" / f"{rid}.log"
+        dictionaries = planned_dictionaries(cfg, throughput)
+        if dictionaries and cfg.workload.model_dump_json() not in planned:
+            planned[cfg.workload.model_dump_json()] = planned_size(cfg, dictionaries)
         row = {"run_id": rid, "figures": " ".join(dict.fromkeys(figures.get(rid, []))),
-               "workload": cfg.workload.name, "model": model_name(cfg), "algorithm": cfg.algorithm.name,
+               "workload": cfg.workload.name, "model": model_name(cfg, dictionaries), "algorithm": cfg.algorithm.name,
                "precision": f"{cfg.train.precision} (cpu: {used.train.precision}, no autocast)"
                if cfg.train.precision != "fp32" else "fp32",
                "ranks_planned": cfg.parallel.world_size, "ranks_used": used.parallel.world_size,
@@ -434,12 +487,16 @@ def ledger(plan: Plan, rehearsal: Plan, shrinks: dict, results: Path, written: d
                                                                                       norm))
                 row["bytes_per_rank_per_update_closed_form_planned"] = round(closed_form(cfg, n, state, cfg.train.steps,
                                                                                          norm))
+                if dictionaries:
+                    _planned_counts(row, cfg, planned[cfg.workload.model_dump_json()])
         elif log.exists():   # a log without an error line: the run was stopped, or still runs
             error = _first_error(log)
             row.update(status="failed" if error else "incomplete (no summary.json, no error line)",
                        first_error=error)
         elif rid in written and written[rid]["shrinks"] == row["shrinks"]:
-            row = {**written[rid], "_from": "carried"}
+            row = {**written[rid], "model": row["model"], "_from": "carried"}
+            if dictionaries and row.get("parameters"):   # counted from the plan, not measured
+                _planned_counts(row, cfg, planned[cfg.workload.model_dump_json()])
         elif rid in written and written[rid]["status"] != "not run (time)":
             row.update(status="stale", first_error="the ledger's row was rehearsed with other shrinks "
                                                    f"({written[rid]['shrinks']}): rerun it", _from="carried",
@@ -582,7 +639,8 @@ def main(argv=None) -> int:
         prune_checkpoints(results, ids)
     reference, out = results / "full" / REFERENCE, results / "full" / (REFERENCE if args.reference else LOCAL)
     source = out if out.exists() else reference
-    write_ledger(out, ledger(plan, rehearsal, shrinks, results, read_ledger(source)), source)
+    rows = ledger(plan, rehearsal, shrinks, results, read_ledger(source), Path(args.replications) / "throughput.yaml")
+    write_ledger(out, rows, source)
     return 0
 
 

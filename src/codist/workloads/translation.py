@@ -184,6 +184,25 @@ class TranslationWorkload(Workload):
         self._val: PaddedPairs | None = None
         self.metric = Metric("val_nll", higher_is_better=False)
 
+    @classmethod
+    def with_dictionaries(cls, cfg: TranslationConfig, source_types: int, target_types: int) -> TranslationWorkload:
+        """The workload without its data, for its model alone: dictionaries of these sizes (fairseq's
+        four special symbols included; one joined dictionary where every embedding is shared), so the
+        planned model is built where the data are not at hand (the rehearsal's miniature root has
+        dictionaries of about a thousand types, the real ones tens of thousands)."""
+        from fairseq.data import Dictionary
+
+        def dictionary(n: int) -> Dictionary:
+            d = Dictionary()
+            for i in range(n - len(d)):
+                d.add_symbol(f"w{i}")
+            return d
+        w = cls(cfg, 0)
+        w.src_dict = dictionary(source_types)
+        w.tgt_dict = w.src_dict if cfg.share_embeddings == "all" else dictionary(target_types)
+        w._train = ()   # nothing to load: build_model reads the dictionaries only
+        return w
+
     # ---------------------------------------------------------------- data
     def _load(self) -> None:
         if self._train is not None:
