@@ -348,7 +348,9 @@ def train_loop(run: Run, until: int | None = None) -> int | None:
             if code is not None:
                 return code
         progress.step()
+        t0 = time.perf_counter()   # the agreement reads its all-reduce on the host: it waits for the queued updates
         agreed = done < steps and done % STOP_CHECK_EVERY == 0 and run.stop.agreed(run.meter, run.device)
+        timers["train_s"] += time.perf_counter() - t0
         if agreed == LOST:   # every rank stops here, none writes a checkpoint into what is not its directory
             raise RunGone(f"{run.stop.why or 'the run directory was removed or replaced (another rank saw it)'}; "
                           f"stopped after update {done}, nothing more written", directory=True)
