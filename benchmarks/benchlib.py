@@ -80,3 +80,18 @@ def write_csv(df, out_dir: str | os.PathLike, name: str) -> Path:
     df.to_csv(tmp, index=False)
     tmp.replace(path)
     return path
+
+
+def write_quiet(rows: list[dict], out_dir: str | os.PathLike, name: str) -> int:
+    """Write the rows timed on a quiet machine to <out_dir>/<name> (refuse_loaded), print a line per
+    row refused to stderr; the exit code: 1 if any was refused."""
+    import sys
+
+    import pandas as pd
+
+    kept, refused = refuse_loaded(rows)
+    if kept:
+        write_csv(pd.DataFrame(kept), out_dir, name)
+    for line in refused:
+        print(line, file=sys.stderr)
+    return 1 if refused else 0
