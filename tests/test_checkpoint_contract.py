@@ -2,6 +2,7 @@
 what `load` and `latest` accept and the one line each refusal gives, the RNG round trip, and
 `agreed_step` on a real 1-rank gloo world (its 2-rank agreement: tests/test_resume_agreement.py)."""
 import datetime
+import hashlib
 import json
 import os
 import socket
@@ -22,23 +23,32 @@ def _save(run, step, rank, group_state, calls):
                     barrier=lambda: calls.append("barrier"), check=lambda path: calls.append(path))
 
 
-def test_save_writes_the_files_then_the_index_and_keeps_only_the_newest_step(tmp_path):
+def sha256(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_save_writes_the_files_and_their_digests_then_the_index_and_keeps_the_newest_two(tmp_path):
     run = tmp_path / "run"
-    old = run / "checkpoint" / "step-4"
-    old.mkdir(parents=True)
-    (old / "rank-0.pt").write_bytes(b"older")
+    for step in (2, 4):   # two earlier saves: step-2 is the one to drop
+        _save(run, step, 0, {"group": 3, "w": torch.zeros(2)}, [])
     (run / "checkpoint" / "step-3").write_text("a stray file: the cleanup cannot rmtree it, the save goes on")
     d = run / "checkpoint" / "step-8"
     calls = []
     _save(run, 8, 1, None, calls)   # a rank that is not its group's first: its own file only, no index
-    assert calls == [d / "rank-1.pt", "barrier", "barrier"]
-    assert sorted(p.name for p in d.iterdir()) == ["rank-1.pt"]
-    assert not (run / "checkpoint" / "latest.json").exists() and old.exists()
+    assert calls == [d / "rank-1.pt", d / "rank-1.sha256.json", "barrier", "barrier"]
+    assert sorted(p.name for p in d.iterdir()) == ["rank-1.pt", "rank-1.sha256.json"]
+    assert json.loads((d / "rank-1.sha256.json").read_text()) == {"rank-1.pt": sha256(d / "rank-1.pt")}
+    assert checkpoint.latest(run, RID) == 4
     calls = []
     _save(run, 8, 0, {"group": 3, "w": torch.arange(4.0)}, calls)
-    assert calls == [d / "group-3.pt", d / "rank-0.pt", "barrier", run / "checkpoint" / "latest.json", "barrier"]
-    assert json.loads((run / "checkpoint" / "latest.json").read_text()) == {"step": 8, "run_id": RID}
-    assert sorted(p.name for p in (run / "checkpoint").iterdir()) == ["latest.json", "step-3", "step-8"]   # step-4 gone
+    assert calls == [d / "group-3.pt", d / "rank-0.pt", d / "rank-0.sha256.json", "barrier",
+                     run / "checkpoint" / "latest.json", "barrier"]
+    index = json.loads((run / "checkpoint" / "latest.json").read_text())
+    step4 = run / "checkpoint" / "step-4"
+    assert index == {"step": 8, "run_id": RID, "checkpoints": [
+        {"step": 8, "sha256": {name: sha256(d / name) for name in ("group-3.pt", "rank-0.pt", "rank-1.pt")}},
+        {"step": 4, "sha256": {name: sha256(step4 / name) for name in ("group-3.pt", "rank-0.pt")}}]}
+    assert sorted(p.name for p in (run / "checkpoint").iterdir()) == ["latest.json", "step-3", "step-4", "step-8"]
     assert checkpoint.latest(run, RID) == 8
     group, mine = checkpoint.load(run, 8, RID, 0, 3)
     assert group["run_id"] == RID and group["step"] == 8 and group["group"] == 3
@@ -46,6 +56,40 @@ def test_save_writes_the_files_then_the_index_and_keeps_only_the_newest_step(tmp
     assert torch.equal(mine["meter"], torch.tensor([0, 8]))
     _, other = checkpoint.load(run, 8, RID, 1, 3)
     assert torch.equal(other["meter"], torch.tensor([1, 8]))
+
+
+def test_a_file_that_fails_its_digest_falls_back_to_the_previous_checkpoint_in_one_line(tmp_path, capsys):
+    for step in (4, 8):
+        _save(tmp_path, step, 0, {"group": 0, "w": torch.arange(64.0)}, [])
+    capsys.readouterr()
+    bad = tmp_path / "checkpoint" / "step-8" / "group-0.pt"
+    data = bytearray(bad.read_bytes())
+    at = bytes(data).index(torch.arange(64.0).numpy().tobytes()) + 100   # inside the tensor's bytes
+    data[at] ^= 0x01
+    bad.write_bytes(bytes(data))
+    assert checkpoint.load(tmp_path, 8, RID, 0, 0)[0]["w"][25] != 25.0   # it loads, silently wrong
+    assert checkpoint.latest(tmp_path, RID) == 4
+    line = capsys.readouterr().err
+    assert line.startswith(f"codist: checkpoint at step 8 not used: {bad}: sha256 ")
+    assert line.endswith("recorded when it was written; resuming from the checkpoint at step 4\n")
+    assert line.count("\n") == 1
+    # the previous one is bad too (missing): one error naming both, nothing to resume from
+    (tmp_path / "checkpoint" / "step-4" / "rank-0.pt").unlink()
+    with pytest.raises(CheckpointError) as e:
+        checkpoint.latest(tmp_path, RID)
+    assert str(e.value).startswith(f"checkpoint at step 8 not used: {bad}: sha256 ")
+    assert str(e.value).endswith(f"; checkpoint at step 4 not used: {tmp_path / 'checkpoint' / 'step-4' / 'rank-0.pt'}"
+                                 f": unreadable (No such file or directory); no good checkpoint is left: delete "
+                                 f"{tmp_path / 'checkpoint'} to start over")
+
+
+def test_an_index_written_before_the_digests_is_used_unverified_saying_so(tmp_path, capsys):
+    index = tmp_path / "checkpoint" / "latest.json"
+    index.parent.mkdir()
+    index.write_text(json.dumps({"step": 6, "run_id": RID}))
+    assert checkpoint.latest(tmp_path, RID) == 6
+    assert capsys.readouterr().err == (f"codist: {index}: written without file digests (an older codist); "
+                                       f"step 6 resumed unverified\n")
 
 
 def test_a_refused_write_stops_before_the_file(tmp_path):
@@ -57,6 +101,7 @@ def test_a_refused_write_stops_before_the_file(tmp_path):
 
 
 @pytest.mark.parametrize("text, why", [("[8]", "TypeError"), ('{"run_id": "run-a"}', "KeyError"),
+                                       ('{"step": 8, "run_id": "run-a", "checkpoints": [{"step": 8}]}', "KeyError"),
                                        ('{"step": "eight", "run_id": "run-a"}', "ValueError"), ("{", "ValueError")])
 def test_an_unreadable_index_is_one_line_naming_it(tmp_path, text, why):
     index = tmp_path / "checkpoint" / "latest.json"
@@ -66,7 +111,7 @@ def test_an_unreadable_index_is_one_line_naming_it(tmp_path, text, why):
         checkpoint.latest(tmp_path, RID)
     assert str(e.value).startswith(f"{index}: unreadable checkpoint index (")
     assert str(e.value).endswith(f"); delete {index.parent} to start over")
-    assert why != "KeyError" or "'step'" in str(e.value)
+    assert why != "KeyError" or ("'sha256'" if "checkpoints" in text else "'step'") in str(e.value)
 
 
 def test_the_index_of_another_run_is_refused_and_no_index_is_no_checkpoint(tmp_path):

@@ -1,5 +1,6 @@
 """Resume agreement (issue 28): rank 0 decides the step to resume from and broadcasts it; every rank
 checks that the files it loads hold this run's id and that step, and fails with one line otherwise."""
+import hashlib
 import json
 import shutil
 
@@ -55,8 +56,8 @@ def test_every_rank_resumes_from_rank_0s_step(tmp_path):
         got = dict(out)
     assert got[0] == got[1] == 8
     assert "unreadable checkpoint index" in got["error0"]
-    assert got["error1"] == f"{views[1] / 'checkpoint' / 'latest.json'}: rank 0 could not read the checkpoint " \
-                            f"index (its log says why)"
+    assert got["error1"] == f"{views[1] / 'checkpoint' / 'latest.json'}: rank 0 found no usable checkpoint in " \
+                            f"its index (its log says why)"
 
 
 RUN = deep_update(TINY, {"parallel": {"world_size": 2, "models": 2}, "algorithm": {"name": "codistill", "exchange_every": 4},
@@ -88,6 +89,10 @@ def test_a_rank_whose_checkpoint_is_not_the_agreed_one_fails_with_one_line(ref, 
     bad = unfinished_copy(ref, tmp_path / "bad")
     path = bad / "checkpoint" / "step-8" / "rank-1.pt"
     atomic_torch_save({**torch.load(path, weights_only=True), field: value}, path)
+    # rank 0's view of the file matches its digest (another node's copy may differ): rank 1's own check decides
+    index = json.loads((bad / "checkpoint" / "latest.json").read_text())
+    index["checkpoints"][0]["sha256"]["rank-1.pt"] = hashlib.sha256(path.read_bytes()).hexdigest()
+    atomic_write_json(bad / "checkpoint" / "latest.json", index)
     assert launch.run(config.validate(RUN), bad) != 0
     error = json.loads((bad / ".ranks" / "rank-1.json").read_text())["error"]
     held = {"step": 8, "run_id": run_id, field: value}

@@ -5,21 +5,30 @@ Layout under RUN/checkpoint/:
                           scheduler and algorithm state (teachers, ensemble members, rounds)
   step-<N>/rank-<r>.pt    one per rank: RNG state (the GPU's too), the meter's counters, loop timers, the
                           algorithm's per-rank state (PowerSGD's residuals)
-  latest.json             written by rank 0 after every rank has written: {"step", "run_id"}
+  step-<N>/rank-<r>.sha256.json  the sha256 of each file rank r wrote (read back from the disk)
+  latest.json             written by rank 0 after every rank has written: {"step", "run_id",
+                          "checkpoints": [{"step", "sha256": {file: digest}}, ...]}, newest first;
+                          the newest KEEP checkpoints are kept, older step folders are removed
 
-Rank 0 alone reads latest.json and broadcasts the step (`agreed_step`): on a shared filesystem
-another node may see an older copy of the index, and ranks resuming from different steps would
-train on silently. Every rank then checks that each file it loads holds this run's id and that step.
-A checkpoint is used only if latest.json names this run's id; files are loaded with
-torch.load(weights_only=True); anything missing, truncated or from another config is a
-clear error, never silently reused or skipped, and so is a file whose algorithm state lacks a key
-this codist reads (another version wrote it: `reading`).
+Rank 0 alone reads latest.json, checks every file of the newest checkpoint against its sha256
+and broadcasts the step (`agreed_step`): on a shared filesystem another node may see an older
+copy of the index, and ranks resuming from different steps would train on silently. A file that
+is missing or fails its digest (a flipped byte inside a tensor loads without complaint) makes
+rank 0 fall back to the previous checkpoint, saying in one line which file failed and which step
+is used; when none is good, that is one clear error. Every rank then checks that each file it
+loads holds this run's id and that step. A checkpoint is used only if latest.json names this
+run's id; files are loaded with torch.load(weights_only=True); anything missing, truncated or
+from another config is a clear error, never silently reused or skipped, and so is a file whose
+algorithm state lacks a key this codist reads (another version wrote it: `reading`). An index
+written before the digests (no "checkpoints") is used as it was, with one line saying so.
 """
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import torch
@@ -35,20 +44,71 @@ def _dir(run: Path, step: int) -> Path:
     return run / "checkpoint" / f"step-{step}"
 
 
-def latest(run: Path, run_id: str) -> int | None:
-    """The step of the newest complete checkpoint of this run, or None if there is none."""
+KEEP = 2   # checkpoints kept: the newest, and the one resumed from when the newest fails its digests
+
+
+def _index(run: Path, run_id: str) -> list[dict] | None:
+    """latest.json's checkpoints, newest first ({"step", "sha256": {file: digest} or None for an index
+    written before the digests}); None when there is no index."""
     path = run / "checkpoint" / "latest.json"
     if not path.exists():
         return None
     try:
         info = json.loads(path.read_text())
         step, found = int(info["step"]), info["run_id"]
-    except (ValueError, KeyError, TypeError) as e:
+        entries = [{"step": int(e["step"]), "sha256": dict(e["sha256"])} for e in info.get("checkpoints", [])]
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise CheckpointError(f"{path}: unreadable checkpoint index ({e}); delete {path.parent} to start over")
     if found != run_id:
         raise CheckpointError(f"{path}: checkpoint of run {found}, but this config is run {run_id}; "
                               f"delete {path.parent} or use another --out directory")
-    return step
+    return entries or [{"step": step, "sha256": None}]
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _damage(run: Path, entry: dict) -> str | None:
+    """Why the checkpoint `entry` cannot be used (its first file that is missing or fails its sha256),
+    or None when every file it lists matches."""
+    d = _dir(run, entry["step"])
+    for name, digest in sorted(entry["sha256"].items()):
+        try:
+            found = _sha256(d / name)
+        except OSError as e:
+            return f"{d / name}: unreadable ({e.strerror or e})"
+        if found != digest:
+            return f"{d / name}: sha256 {found[:12]}... differs from the {digest[:12]}... recorded when it was written"
+    return None
+
+
+def latest(run: Path, run_id: str) -> int | None:
+    """The step of the newest checkpoint of this run whose files all match their recorded sha256
+    (one line on stderr for each newer one that does not), or None if there is none."""
+    entries = _index(run, run_id)
+    if entries is None:
+        return None
+    failed = []
+    for entry in entries:
+        if entry["sha256"] is None:
+            print(f"codist: {run / 'checkpoint' / 'latest.json'}: written without file digests (an older codist); "
+                  f"step {entry['step']} resumed unverified", file=sys.stderr, flush=True)
+            return entry["step"]
+        why = _damage(run, entry)
+        if why is None:
+            if failed:
+                print(f"codist: {_failures(failed)}; resuming from the checkpoint at step {entry['step']}",
+                      file=sys.stderr, flush=True)
+            return entry["step"]
+        failed.append((entry["step"], why))
+    raise CheckpointError(f"{_failures(failed)}; no good checkpoint is left: delete {run / 'checkpoint'} "
+                          f"to start over")
+
+
+def _failures(failed: list[tuple[int, str]]) -> str:
+    return "; ".join(f"checkpoint at step {step} not used: {why}" for step, why in failed)
 
 
 def rng_state(device: torch.device) -> dict:
@@ -67,11 +127,12 @@ def restore_rng(state: dict, device: torch.device) -> None:
         torch.cuda.set_rng_state(state["cuda_rng"], device)
 
 
-NONE, FAILED = -1, -2   # what rank 0 broadcasts when there is no checkpoint, or it could not read the index
+NONE, FAILED = -1, -2   # what rank 0 broadcasts when there is no checkpoint, or none it can use
 
 
 def agreed_step(run: Path, run_id: str, rank: int, meter, device) -> int | None:
-    """The step every rank resumes from: rank 0 reads latest.json (`latest`) and broadcasts it
+    """The step every rank resumes from: rank 0 reads latest.json and checks the files' digests
+    (`latest`) and broadcasts it
     (category control, on the run's `device`); None when there is no checkpoint."""
     error, step = None, NONE
     if rank == 0:
@@ -86,7 +147,7 @@ def agreed_step(run: Path, run_id: str, rank: int, meter, device) -> int | None:
     if error is not None:
         raise error
     if step == FAILED:
-        raise CheckpointError(f"{run / 'checkpoint' / 'latest.json'}: rank 0 could not read the checkpoint index "
+        raise CheckpointError(f"{run / 'checkpoint' / 'latest.json'}: rank 0 found no usable checkpoint in its index "
                               f"(its log says why)")
     return None if step == NONE else step
 
@@ -97,17 +158,28 @@ def save(run: Path, step: int, run_id: str, rank: int, group_state: dict | None,
     before each file (train: the run's RunGuard) raises when the directory is no longer the run's."""
     check = check or (lambda path: None)
     d = _dir(run, step)
-    if group_state is not None:
-        check(d / f"group-{group_state['group']}.pt")
-        atomic_torch_save({"run_id": run_id, "step": step, **group_state}, d / f"group-{group_state['group']}.pt")
-    check(d / f"rank-{rank}.pt")
-    atomic_torch_save({"run_id": run_id, "step": step, **rank_state}, d / f"rank-{rank}.pt")
+    digests = {}
+    files = [] if group_state is None else [(f"group-{group_state['group']}.pt", group_state)]
+    for name, state in files + [(f"rank-{rank}.pt", rank_state)]:
+        check(d / name)
+        atomic_torch_save({"run_id": run_id, "step": step, **state}, d / name)
+        digests[name] = _sha256(d / name)   # what reached the disk
+    check(d / f"rank-{rank}.sha256.json")
+    atomic_write_json(d / f"rank-{rank}.sha256.json", digests)
     barrier()
     if rank == 0:
+        written = {}
+        for part in sorted(d.glob("rank-*.sha256.json")):
+            written.update(json.loads(part.read_text()))
+        try:
+            older = [e for e in _index(run, run_id) or [] if e["step"] < step and e["sha256"] is not None]
+        except CheckpointError:
+            older = []
+        kept = [{"step": step, "sha256": written}] + older[:KEEP - 1]
         check(run / "checkpoint" / "latest.json")
-        atomic_write_json(run / "checkpoint" / "latest.json", {"step": step, "run_id": run_id})
-        for old in (run / "checkpoint").glob("step-*"):   # keep only the newest
-            if old.name != d.name:
+        atomic_write_json(run / "checkpoint" / "latest.json", {"step": step, "run_id": run_id, "checkpoints": kept})
+        for old in (run / "checkpoint").glob("step-*"):   # keep only the indexed ones
+            if old.name not in {_dir(run, e["step"]).name for e in kept}:
                 shutil.rmtree(old, ignore_errors=True)
     barrier()
 
