@@ -178,3 +178,24 @@ def test_nan_in_the_validation_data_fails_the_run(tmp_path):
     line = [ln for ln in done.stderr.splitlines() if "the evaluation after update 2 is not finite" in ln]
     assert line and "val_loss nan (model 0)" in line[0], done.stderr[-3000:]
     assert not (tmp_path / "summary.json").exists()
+
+
+def test_a_batch_larger_than_the_training_set_is_refused_by_codist_check(tmp_path):
+    """Issue 42: `codist check` said "valid, fits" to train.batch_per_rank=2000000, and every rank then
+    failed after launch (exit 1). The size is the embedded set's train_size (512 in TINY)."""
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(TINY))
+    result = codist("check", str(path), "--set", "train.batch_per_rank=2000000")
+    assert result.returncode == 2 and "Traceback" not in result.stderr and "valid" not in result.stdout
+    assert result.stderr.splitlines()[-1] == (
+        "  (top level): train.batch_per_rank=2000000 x 1 rank(s) per model is a batch of 2000000 samples, larger "
+        "than the training set (512 samples: workload.train_size=512); allowed: train.batch_per_rank <= 512")
+    # a disjoint split: each of 2 models draws from its 256; with 2 ranks per model a batch of 2 x 128 fits
+    two = deep_update(TINY, {"parallel": {"world_size": 4, "models": 2},
+                             "algorithm": {"name": "codistill", "data": "disjoint", "exchange_every": 2}})
+    config.validate(deep_update(two, {"train": {"batch_per_rank": 128}}))
+    with pytest.raises(ConfigError, match=r"batch of 258 samples, larger than the training set \(256 samples: "
+                                          r"each model's part of workload.train_size=512 split disjoint over "
+                                          r"parallel.models=2\); allowed: train.batch_per_rank <= 128"):
+        config.validate(deep_update(two, {"train": {"batch_per_rank": 129}}))
+    config.validate(deep_update(two, {"algorithm": {"data": "same"}, "train": {"batch_per_rank": 256}}))
