@@ -7,7 +7,11 @@ For each distinct (model, batch per GPU) of the `--config scale=full` plan (work
 the real workload builder (src/codist/workloads) makes the model; inputs are synthetic tensors of the
 real shapes (224x224 images, 32x32 CIFAR images, 32-token LM segments, Criteo's 13 + 26 features,
 sentence pairs of the data set's mean length), so no data set is needed. A step is forward, the
-workload's loss, backward and the run's optimizer, in fp32 or under torch.autocast(bfloat16).
+workload's loss, backward and the run's optimizer, at one of three maths (`--precisions`), each
+under the math backends a run sets (codist.rank.cuda_defaults.configure_backends): tf32 (fp32
+weights, TF32 matmuls and convolutions: a run's default, `train.tf32`), fp32 (TF32 off: a run with
+`train.tf32: false`) or bf16 (torch.autocast(bfloat16), TF32 on for what stays fp32); each row
+records the settings it ran under, and the budget takes a row only for the math it records.
 Written to results/bench/gpu_throughput.csv: units/s (images, samples or tokens), peak memory,
 training FLOPs per sample (torch.utils.flop_counter) and the published reference of
 replications/throughput.yaml beside it. Then, with >= 2 GPUs, a 2-rank NCCL all-reduce of a
@@ -31,7 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 from codist import budget  # noqa: E402
 from codist.workloads import workload_class  # noqa: E402  (pydantic only; the class module imports torch)
 
-COLUMNS = ["model", "gpu", "device", "device_name", "precision", "batch_per_gpu", "unit", "units_per_sample",
+COLUMNS = ["model", "gpu", "device", "device_name", "precision", "float32_matmul_precision", "cudnn_allow_tf32",
+           "batch_per_gpu", "unit", "units_per_sample",
            "steps", "seconds", "samples_per_s", "units_per_s", "peak_mem_gib", "train_gflops_per_sample",
            "achieved_tflops", "reference_gpu", "reference_units_per_s", "reference_kind", "reference_source",
            "torch", "date", "error"]
@@ -192,6 +197,17 @@ def bench(spec: Spec, precision: str, steps: int, warmup: int, device: str, tabl
             "peak_mem_gib": round(torch.cuda.max_memory_allocated() / 2 ** 30, 3) if device == "cuda" else ""}
 
 
+def set_math(precision: str, device: str) -> dict:
+    """Set the process's math backends as a run at `precision` (tf32, fp32 or bf16) sets them on
+    `device` (a run's own function: TF32 on unless fp32, cuDNN autotuning; nothing on the CPU);
+    returns what they are now (codist.rank.cuda_defaults.backend_settings), for the row."""
+    import torch
+
+    from codist.rank.cuda_defaults import backend_settings, configure_backends
+    configure_backends(torch.device(device), tf32=precision != "fp32")
+    return backend_settings()
+
+
 def gpu_kind(device: str) -> tuple[str, str]:
     """(short kind for the budget, e.g. h200; the full device name)."""
     import platform
@@ -300,7 +316,8 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=None, help="untimed steps first (default: steps/10, >= 1 on cuda)")
     p.add_argument("--batch", type=int, default=None, help="override every batch per GPU (the CPU smoke run)")
     p.add_argument("--models", default="", help="comma-separated model names (default: every full-scale model)")
-    p.add_argument("--precisions", default="fp32,bf16")
+    p.add_argument("--precisions", default="tf32,bf16",
+                   help="of tf32 (a run's fp32 with train.tf32, the default), fp32 (train.tf32: false), bf16")
     p.add_argument("--collectives", action="store_true", help="on CPU too: the 2-rank checks over gloo")
     p.add_argument("--out", default=str(ROOT / "results" / "bench" / "gpu_throughput.csv"))
     p.add_argument("--replications", default=str(ROOT / "replications"))
@@ -311,8 +328,11 @@ def main(argv=None) -> int:
         print("gpu-check: no CUDA device here (torch.cuda.is_available() is False); "
               "the CPU smoke run is --device cpu --steps 2 --batch 2", file=sys.stderr)
         return 2
-    if args.device == "cuda":
-        torch.backends.cudnn.benchmark = True     # what a practitioner's CUDA run sets
+    precisions = args.precisions.split(",")
+    if set(precisions) - set(budget.RATE_PRECISIONS):
+        print(f"gpu-check: --precisions {args.precisions!r}: each one of {', '.join(budget.RATE_PRECISIONS)}",
+              file=sys.stderr)
+        return 2
     table = budget.load_throughput(args.throughput)
     specs = full_specs(Path(args.replications))
     wanted = [m for m in args.models.split(",") if m]
@@ -327,9 +347,10 @@ def main(argv=None) -> int:
     date = datetime.date.today().isoformat()
     rows, failed = [], 0
     for spec in specs:
-        for precision in args.precisions.split(","):
+        for precision in precisions:
             t0 = time.perf_counter()
             ref = reference(table, spec.model, precision, gpu)
+            math = set_math(precision, args.device)
             try:
                 r = bench(spec, precision, args.steps, warmup, args.device, table, args.batch)
                 error = ""
@@ -338,6 +359,7 @@ def main(argv=None) -> int:
                                      "peak_mem_gib", "train_gflops_per_sample", "achieved_tflops")}
                 error, failed = f"{type(e).__name__}: {e}".replace("\n", " ")[:300], failed + 1
             rows.append(dict(zip(COLUMNS, [spec.model, gpu, args.device, name, precision,
+                                           math["float32_matmul_precision"], math["cudnn_allow_tf32"],
                                            r["batch_per_gpu"] or args.batch or spec.batch,
                                            table.units[spec.model], r["units_per_sample"], args.steps, r["seconds"],
                                            r["samples_per_s"], r["units_per_s"], r["peak_mem_gib"],

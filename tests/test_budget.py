@@ -99,15 +99,54 @@ def test_bad_table_names_the_key(tmp_path):
         budget.load_throughput(path)
 
 
+HEAD = "model,gpu,device,device_name,precision,float32_matmul_precision,batch_per_gpu,units_per_s,date\n"
+
+
 def test_measured_rows_from_gpu_check_csv(table, tmp_path):
     path = tmp_path / "gpu.csv"
-    path.write_text("model,gpu,device,device_name,precision,batch_per_gpu,units_per_s,date\n"
-                    "cifar_resnet20,h200,cuda,NVIDIA H200,bf16,128,50000,2026-01-01\n"
-                    "cifar_resnet20,cpu,cpu,x86,bf16,2,10,2026-01-01\n")
+    path.write_text(HEAD + "cifar_resnet20,h200,cuda,NVIDIA H200,bf16,high,128,50000,2026-01-01\n"
+                           "cifar_resnet20,cpu,cpu,x86,bf16,high,2,10,2026-01-01\n")
     assert budget.add_measured(table, path) == ["h200"]
     rate = table.rate("cifar_resnet20", "h200", "bf16")
     assert (rate.units_per_s, rate.kind) == (50000, "measured")
     assert table.rate("cifar_resnet20", "cpu", "bf16") is None
+
+
+def test_an_fp32_run_with_tf32_is_priced_at_the_tf32_rate(table, plan, tmp_path):
+    """Every full-scale run computes its fp32 products in TF32 (train.tf32, the default): its rate is
+    the TF32 one, a table's fp32 column (its TF32 rate, replications/throughput.yaml says) or a
+    measured tf32 row; a measured strict-fp32 row prices only a run with train.tf32: false."""
+    tf32_run, fp32_run = cfg(), cfg(train={"steps": 3600, "batch_per_rank": 100, "tf32": False})
+    # the table's fp32 column is its TF32 rate (1,000 img/s): 3,600 x 100 / 1,000 = 0.1 h; no strict fp32 rate
+    assert budget.run_hours(tf32_run, table, "g", "fp32")[0] == pytest.approx(0.1)
+    assert budget.run_hours(fp32_run, table, "g", "fp32") is None
+    path = tmp_path / "gpu.csv"
+    path.write_text(HEAD + "cifar_resnet20,g,cuda,G,tf32,high,100,2000,2026-01-01\n"
+                           "cifar_resnet20,g,cuda,G,fp32,highest,100,500,2026-01-01\n")
+    budget.add_measured(table, path)
+    # measured: 2,000 img/s with TF32 -> 0.05 h; 500 img/s in fp32 throughout -> 0.2 h
+    assert budget.run_hours(tf32_run, table, "g", "fp32")[0] == pytest.approx(0.05)
+    assert budget.run_hours(fp32_run, table, "g", "fp32")[0] == pytest.approx(0.2)
+    assert budget.run_hours(tf32_run, table, "g", "bf16")[0] == pytest.approx(0.025)   # the table's 4,000 img/s
+
+
+def test_a_measured_row_must_record_the_math_it_ran(table, tmp_path):
+    """An older gpu_check's "fp32" row ran fp32 matmuls beside TF32 convolutions, and records no
+    matmul precision: one line naming the file and the row, never a rate of unknown math."""
+    path = tmp_path / "gpu.csv"
+    path.write_text("model,gpu,device,device_name,precision,batch_per_gpu,units_per_s,date\n"
+                    "cifar_resnet20,h200,cuda,NVIDIA H200,fp32,128,50000,2026-01-01\n")
+    with pytest.raises(budget.BudgetError) as e:
+        budget.add_measured(table, path)
+    assert str(e.value) == (f"{path}: line 2 (cifar_resnet20, precision 'fp32'): float32_matmul_precision is None, "
+                            f"expected 'highest' (a row of an older gpu_check has none); measure it again "
+                            f"with `make gpu-check`")
+    path.write_text(HEAD + "cifar_resnet20,h200,cuda,NVIDIA H200,tf32,highest,128,50000,2026-01-01\n")
+    with pytest.raises(budget.BudgetError, match="line 2 .*precision 'tf32'.*is 'highest', expected 'high'"):
+        budget.add_measured(table, path)
+    path.write_text(HEAD + "cifar_resnet20,h200,cuda,NVIDIA H200,fp16,high,128,50000,2026-01-01\n")
+    with pytest.raises(budget.BudgetError, match="precision must be one of tf32, fp32, bf16"):
+        budget.add_measured(table, path)
 
 
 def test_readme_section_is_replaced(tmp_path):

@@ -33,7 +33,7 @@ def test_specs_cover_every_full_scale_model(specs):
     assert {s.model for s in specs} == {"resnet50", "resnext101_32x8d", "lstm_lm", "ctr_mlp", "cifar_resnet20",
                                         "transformer_vaswani_wmt_en_de_big"}
     for s in specs:   # each has a throughput unit and a published or derived A100 reference
-        assert TABLE.rate(s.model, "a100", "fp32") is not None, s.model
+        assert TABLE.rate(s.model, "a100", "tf32") is not None, s.model
 
 
 def test_cpu_smoke_run(tmp_path):
@@ -42,7 +42,7 @@ def test_cpu_smoke_run(tmp_path):
                            "--out", str(out)]) == 0
     got = rows(out)
     assert [(r["model"], r["precision"], r["device"]) for r in got] == [
-        ("cifar_resnet20", "fp32", "cpu"), ("cifar_resnet20", "bf16", "cpu")]
+        ("cifar_resnet20", "tf32", "cpu"), ("cifar_resnet20", "bf16", "cpu")]
     for r in got:
         assert float(r["units_per_s"]) > 0 and r["error"] == ""
         # counted training FLOPs = 3 x forward (2 FLOPs per MAC) of the table's MAC count, within 5%
@@ -50,6 +50,46 @@ def test_cpu_smoke_run(tmp_path):
         assert r["reference_gpu"] == "a100" and r["reference_kind"] == "derived"
     # cpu rows are never read as measured GPU rates
     assert budget.add_measured(TABLE, out) == []
+
+
+@pytest.fixture
+def restore_backends():
+    before = (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark)
+    yield
+    torch.set_float32_matmul_precision(before[0])
+    torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark = before[1:]
+
+
+def test_each_precision_is_timed_under_the_math_a_run_sets(tmp_path, monkeypatch, restore_backends):
+    """On a GPU (checked at the boundary: torch's flags without one, the timing itself replaced) the
+    tf32 rows run with TF32 matmuls and convolutions as a run's default (train.tf32) does, the fp32
+    rows with neither, bf16 with TF32 on; each row records it, and the budget reads the rows as the
+    rates of those maths. Before, every row ran with torch's defaults (fp32 matmuls, TF32
+    convolutions) and its "fp32" priced the runs, which use TF32."""
+    seen = []
+
+    def bench(spec, precision, *args, **kw):
+        seen.append((precision, torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32))
+        return {"samples_per_s": 1.0, "units_per_s": 100.0 if precision == "fp32" else 300.0, "units_per_sample": 1.0,
+                "seconds": 1.0, "batch_per_gpu": 8, "train_gflops_per_sample": 1.0, "achieved_tflops": 1.0,
+                "peak_mem_gib": 1.0}
+    monkeypatch.setattr(gpu_check, "bench", bench)
+    monkeypatch.setattr(gpu_check, "gpu_kind", lambda device: ("h200", "NVIDIA H200"))
+    monkeypatch.setattr(gpu_check, "collectives", lambda device, force: [])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    torch.set_float32_matmul_precision("highest")   # torch's defaults, as a fresh process has them
+    torch.backends.cudnn.allow_tf32 = True
+    out = tmp_path / "gpu.csv"
+    assert gpu_check.main(["--device", "cuda", "--models", "cifar_resnet20", "--precisions", "tf32,fp32,bf16",
+                           "--out", str(out)]) == 0
+    assert seen == [("tf32", "high", True), ("fp32", "highest", False), ("bf16", "high", True)]
+    assert [(r["precision"], r["float32_matmul_precision"], r["cudnn_allow_tf32"]) for r in rows(out)] == [
+        ("tf32", "high", "True"), ("fp32", "highest", "False"), ("bf16", "high", "True")]
+    table = budget.load_throughput(ROOT / "replications" / "throughput.yaml")
+    assert budget.add_measured(table, out) == ["h200"]
+    assert table.rate("cifar_resnet20", "h200", "tf32").units_per_s == 300.0   # what the plan's fp32 runs use
+    assert table.rate("cifar_resnet20", "h200", "fp32").units_per_s == 100.0   # train.tf32: false only
+    assert gpu_check.main(["--device", "cpu", "--precisions", "fp16", "--out", str(tmp_path / "x.csv")]) == 2
 
 
 def test_unknown_model_is_one_line(tmp_path, capsys):

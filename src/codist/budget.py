@@ -11,7 +11,8 @@ registration's (`throughput_model`, `units_per_sample`), its extra forward passe
     seconds = steps x (1 + extra forward passes per step / 3) x units per GPU per step / (units/s per GPU)
 
 where units are images, samples or tokens (LM: batch x seq_len; translation: sentences x the data
-set's mean target length), and an extra forward pass (a codistillation teacher, an EC-DNN member,
+set's mean target length), the rate is the one of the run's math (`rate_precision`: an fp32 run
+with `train.tf32`, the default, at the TF32 rate), and an extra forward pass (a codistillation teacher, an EC-DNN member,
 a two-phase teacher) costs a third of a training step (backward = 2 x forward). Data-parallel
 scaling is taken as perfect and evaluation, communication and data loading as free, so the hours
 are a lower bound for the stated per-GPU rate. GPU-hours = hours x world size.
@@ -29,7 +30,15 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = ("fp32", "bf16")    # a run's train.precision: the budget's columns
+# the math a rate was measured at: fp32 storage with TF32 products (train.tf32, the runs' default),
+# fp32 products throughout (train.tf32: false), bf16 autocast. A throughput table's `fp32` column
+# is its TF32 rate (replications/throughput.yaml: "fp32 is TF32 on A100"; on a GPU without TF32, a
+# V100, a TF32 run computes in fp32); the strict fp32 rate comes only from `make gpu-check`.
+RATE_PRECISIONS = ("tf32", "fp32", "bf16")
+TABLE_COLUMNS = {"fp32": "tf32", "bf16": "bf16"}   # a table's column -> the math of its rate
+# what `make gpu-check` records of each row's matmuls (torch.get_float32_matmul_precision())
+MATMUL_PRECISION = {"tf32": "high", "fp32": "highest", "bf16": "high"}
 NODE_GPUS = 8
 FORWARD_SHARE = 1 / 3     # a forward pass as a share of a training step (forward + 2x backward)
 MARK_START, MARK_END = "<!-- budget:start -->", "<!-- budget:end -->"
@@ -48,7 +57,7 @@ class Rate:
 
 @dataclass
 class Throughput:
-    """replications/throughput.yaml, resolved: (model, gpu, precision) -> Rate."""
+    """replications/throughput.yaml, resolved: (model, gpu, math) -> Rate, math one of RATE_PRECISIONS."""
     path: str
     units: dict[str, str]
     rates: dict[tuple[str, str, str], Rate]
@@ -86,11 +95,11 @@ def load_throughput(path: str | Path) -> Throughput:
             src = _need(row, "source", f"{here}.throughput.{gpu}", str)
             if src not in sources:
                 raise BudgetError(f"{here}.throughput.{gpu}.source: {src!r} is not a key of sources:")
-            for p in PRECISIONS:
+            for p, math in TABLE_COLUMNS.items():
                 if p in row:
                     if not isinstance(row[p], (int, float)) or row[p] <= 0:
                         raise BudgetError(f"{here}.throughput.{gpu}.{p}: expected a positive number, got {row[p]!r}")
-                    rates[(name, gpu, p)] = Rate(float(row[p]), "published", src)
+                    rates[(name, gpu, math)] = Rate(float(row[p]), "published", src)
     for name, m in models.items():
         if "derive" not in m:
             continue
@@ -107,15 +116,25 @@ def load_throughput(path: str | Path) -> Throughput:
 
 
 def add_measured(table: Throughput, csv_path: str | Path) -> list[str]:
-    """Rows of `make gpu-check`'s CSV (device cuda) as measured rates; returns the GPU kinds added."""
+    """Rows of `make gpu-check`'s CSV (device cuda) as measured rates of their math (`precision`:
+    tf32, fp32 or bf16, checked against the matmul precision the row records); returns the GPU
+    kinds added. A row without that record is an older gpu_check's, whose "fp32" mixed TF32
+    convolutions with fp32 matmuls: one line, measure again."""
     path = Path(csv_path)
     if not path.is_file():
         return []
     kinds = set()
     with path.open() as f:
-        for row in csv.DictReader(f):
+        for line, row in enumerate(csv.DictReader(f), start=2):
             if row.get("device") != "cuda" or not row.get("units_per_s"):
                 continue
+            where = f"{path}: line {line} ({row.get('model')}, precision {row.get('precision')!r})"
+            if row.get("precision") not in RATE_PRECISIONS:
+                raise BudgetError(f"{where}: precision must be one of {', '.join(RATE_PRECISIONS)}")
+            if row.get("float32_matmul_precision") != MATMUL_PRECISION[row["precision"]]:
+                raise BudgetError(f"{where}: float32_matmul_precision is {row.get('float32_matmul_precision')!r}, "
+                                  f"expected {MATMUL_PRECISION[row['precision']]!r} (a row of an older gpu_check "
+                                  f"has none); measure it again with `make gpu-check`")
             key = (row["model"], row["gpu"], row["precision"])
             table.rates[key] = Rate(float(row["units_per_s"]), "measured",
                                     f"{path} ({row['device_name']}, batch {row['batch_per_gpu']}, {row['date']})")
@@ -182,9 +201,15 @@ def extra_forwards(cfg) -> float:
     return 0.0 if count is None else float(count(cfg))
 
 
+def rate_precision(cfg, precision: str) -> str:
+    """The math of a run at `precision` (fp32 or bf16): an fp32 run with `train.tf32` (the default)
+    computes its fp32 products in TF32 (codist.rank.cuda_defaults), so its rate is the TF32 one."""
+    return "tf32" if precision == "fp32" and cfg.train.tf32 else precision
+
+
 def run_hours(cfg, table: Throughput, gpu: str, precision: str) -> tuple[float, Rate] | None:
-    """(wall hours, the rate used) of one run, or None where the table has no rate."""
-    rate = table.rate(model_key(cfg), gpu, precision)
+    """(wall hours, the rate used) of one run at `precision`, or None where the table has no rate."""
+    rate = table.rate(model_key(cfg), gpu, rate_precision(cfg, precision))
     if rate is None:
         return None
     units = cfg.train.batch_per_rank * units_per_sample(cfg, table)
@@ -286,7 +311,8 @@ def markdown(rows: list[Row], table: Throughput, gpu: str, command: str) -> str:
              "GPU-hours: the sum over its runs. A paper's row counts each of its runs once (figures share "
              "runs); the last row is every full-scale run. Lower bounds at the stated per-GPU rate: perfect "
              "data-parallel scaling, evaluation, communication and data loading free; teacher forward passes "
-             "counted. \"derived\" rates are estimates (replications/throughput.yaml says how); nothing here "
+             "counted; fp32 is fp32 weights with TF32 products where a run sets `train.tf32` (the default), "
+             "at the TF32 rate. \"derived\" rates are estimates (replications/throughput.yaml says how); nothing here "
              "has been measured on a GPU yet (`make gpu-check` writes measured rates).", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
