@@ -147,8 +147,14 @@ def ran(manifest: dict) -> str:
                "".join(f"; {s}: {v}" for s, v in per.items())))
 
 
+def stamped(manifest: dict, sep: str = "; ") -> str:
+    """The manifest's stamp (a rehearsal's: workflows/rehearsal.py) after `sep`, for a title or a
+    legend that names the scale; "" without one."""
+    return f"{sep}{manifest['stamp']}" if manifest.get("stamp") else ""
+
+
 def title(manifest: dict) -> str:
-    head = f"{manifest['paper']} {manifest['figure']} ({manifest['scale']} scale): {manifest['title']}"
+    head = f"{manifest['paper']} {manifest['figure']} ({manifest['scale']} scale{stamped(manifest)}): {manifest['title']}"
     what = ran(manifest)
     return head + (f"\n{what}" if what else "")
 

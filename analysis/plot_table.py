@@ -29,7 +29,7 @@ import pandas as pd  # noqa: E402
 
 from analysis import comm_identity  # noqa: E402
 from codist.algorithms.registry import lookup  # noqa: E402
-from analysis.figure_data import finish, label, paper_claims, t_band  # noqa: E402
+from analysis.figure_data import finish, label, paper_claims, stamped, t_band  # noqa: E402
 
 BYTES = {"comm_bytes_per_update": "comm_sent_bytes_per_rank_per_update",
          "between_group_bytes_per_update": "between_group_sent_bytes_per_rank_per_update"}
@@ -49,7 +49,7 @@ def plot_quality(manifest: dict, vals: pd.DataFrame, out) -> None:
             v = ours(vals, r["label"], col)
             m, lo, hi = t_band(v)
             ax.errorbar([i], [m], yerr=[[m - lo], [hi - m]], fmt="o", color="tab:blue", ms=7, capsize=4,
-                        label=f"ours ({manifest['scale']}): mean, 90% t interval" if i == 0 else None)
+                        label=f"ours ({manifest['scale']}{stamped(manifest)}): mean, 90% t interval" if i == 0 else None)
             ax.scatter(np.full(len(v), i + 0.12), v, color="black", s=8, zorder=3,
                        label="ours: single seeds" + (" (churn: seed pairs)" if col == "churn" else "") if i == 0 else None)
         paper = [r.get(col) for r in rows]
@@ -114,7 +114,7 @@ def plot_bytes(manifest: dict, vals: pd.DataFrame, out) -> None:
     ax.invert_yaxis()
     ax.set_xlim(0, total.max() * 1.6)
     ax.set_xlabel("bytes sent per rank per update, measured here")
-    ax.set_title(f"measured in the {manifest['scale']} runs", fontsize=9)
+    ax.set_title(f"measured in the {manifest['scale']} runs{stamped(manifest, ' ')}", fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(axis="x", alpha=0.3)
     if ids:

@@ -1,7 +1,9 @@
 """Every text of every figure lies inside its canvas: the real plotting functions (plot_curves,
 plot_table, plot_bars, frontier_plot, plot_claims_summary) on the committed tables under
-results/embedded/, each figure drawn and every visible text box (titles, labels, tick labels,
-legends, annotations, footnotes) checked against the figure's bounding box before it is saved.
+results/embedded/ and results/rehearsal/full/, each figure drawn and every visible text box (titles,
+labels, tick labels, legends, annotations, footnotes) checked against the figure's bounding box
+before it is saved. A rehearsal's figure also names the rehearsal in its title and in every legend
+entry that names the scale.
 """
 from __future__ import annotations
 
@@ -18,6 +20,8 @@ from matplotlib.text import Text  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "results" / "embedded"
+REHEARSAL = ROOT / "results" / "rehearsal" / "full"
+TEXTS: dict[str, list[str]] = {}   # figure -> every visible text drawn (the check's)
 from analysis import figure_data  # noqa: E402
 from analysis import frontier_plot  # noqa: E402
 from analysis import plot_bars  # noqa: E402
@@ -56,6 +60,7 @@ def checked(monkeypatch):
     def check(fig, out, stamp=None):   # stamp: a rehearsal's, drawn at the centre by save_png
         import matplotlib.pyplot as plt
         found[Path(out).name] = outside(fig)
+        TEXTS[Path(out).name] = [t.get_text() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
         plt.close(fig)
     for module in (figure_data, frontier_plot, plot_claims_summary):
         monkeypatch.setattr(module, "save_png", check)
@@ -63,10 +68,11 @@ def checked(monkeypatch):
 
 
 def figures():
-    return sorted(RESULTS.glob("*/*_runs.json"))
+    return sorted(RESULTS.glob("*/*_runs.json")) + sorted(REHEARSAL.glob("*/*_runs.json"))
 
 
-@pytest.mark.parametrize("runs", figures(), ids=lambda p: f"{p.parent.name}/{p.name[:-len('_runs.json')]}")
+@pytest.mark.parametrize("runs", figures(), ids=lambda p: f"{p.parent.parent.parent.name}/{p.parent.name}/"
+                                                          f"{p.name[:-len('_runs.json')]}")
 def test_every_text_of_a_figure_lies_inside_its_canvas(runs, checked):
     m, stem, d = json.loads(runs.read_text()), runs.name[:-len("_runs.json")], runs.parent
     out = f"{stem}.png"
@@ -79,6 +85,15 @@ def test_every_text_of_a_figure_lies_inside_its_canvas(runs, checked):
     else:
         plot_curves.plot(m, pd.read_csv(d / f"{stem}.csv"), pd.read_csv(d / f"{stem}_curves.csv"), out)
     assert checked == {out: []}
+    if d.name == "frontier":   # its own page names no scale
+        return
+    scale = [t for t in TEXTS[out] if f"({m['scale']} scale" in t or t.startswith(f"ours ({m['scale']}")
+             or f"the {m['scale']} runs" in t]
+    assert scale, TEXTS[out]
+    if m.get("stamp"):   # the rehearsal's figures: every mention of the scale says what they are
+        assert all(m["stamp"] in t for t in scale), scale
+    else:
+        assert not any("rehearsal" in t for t in TEXTS[out])
 
 
 def test_the_claims_summary_lies_inside_its_canvas(checked):

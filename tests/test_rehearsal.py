@@ -379,3 +379,36 @@ def test_translation_rows_count_the_planned_dictionaries_not_the_miniature_ones(
     (tmp_path / "throughput.yaml").write_text(yaml.safe_dump(doc))
     with pytest.raises(RehearsalError, match=r"throughput.yaml: translation.en-de needs source_dict"):
         planned_dictionaries(cfg, tmp_path / "throughput.yaml")
+
+
+def test_stamp_tables_marks_every_csv_and_markdown_once_and_readers_still_read_them(tmp_path):
+    """A rehearsal figure's CSVs get a last column `stamp` (pandas readers see the same columns
+    beside it), its Markdown files a line under the heading; a second pass changes nothing, and each
+    file keeps its modification time (Snakemake sees no newer input)."""
+    import os
+
+    import pandas as pd
+    from rehearsal import STAMP, stamp_tables
+    d = tmp_path / "full" / "sun2016"
+    d.mkdir(parents=True)
+    (d / "cifar10.csv").write_text('series,seed,final_metric\n"MA-DNN, K=4",0,0.5\n')
+    (d / "cifar10_values.csv").write_text("row,seed,value\nMA,0,0.25\n")
+    (d / "cifar10.md").write_text("# sun2016 cifar10 (full): title\n\nMirrors: Fig. 1.\n")
+    (d / "other.csv").write_text("a\n1\n")   # not a table of the figures named
+    for f in d.iterdir():
+        os.utime(f, (1_000_000, 1_000_000))
+    before = {f.name: pd.read_csv(f) for f in d.glob("cifar10*.csv")}
+    assert stamp_tables(tmp_path, [("sun2016", "cifar10")]) == 3
+    for name, df in before.items():
+        after = pd.read_csv(d / name)
+        assert list(after.columns) == [*df.columns, "stamp"] and (after["stamp"] == STAMP).all()
+        assert after.drop(columns="stamp").equals(df)
+    md = (d / "cifar10.md").read_text().splitlines()
+    assert md[0] == "# sun2016 cifar10 (full): title" and "Rehearsal: not a result" in md[2] and md[-1] == "Mirrors: Fig. 1."
+    assert {f.name: f.stat().st_mtime for f in d.iterdir()} == dict.fromkeys(
+        ["cifar10.csv", "cifar10_values.csv", "cifar10.md", "other.csv"], 1_000_000)
+    assert (d / "other.csv").read_text() == "a\n1\n"
+    text = {f.name: f.read_text() for f in d.iterdir()}
+    assert stamp_tables(tmp_path, [("sun2016", "cifar10")]) == 0
+    assert {f.name: f.read_text() for f in d.iterdir()} == text
+

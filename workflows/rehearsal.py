@@ -31,6 +31,12 @@ measured at, and the line printed says how many rows were measured now and how m
     python workflows/rehearsal.py figures --data-root D # the figures whose runs are all rehearsed,
                                                         # stamped, and full/FIGURES.md listing them,
                                                         # those drawn before from the same runs, the rest
+    python workflows/rehearsal.py redraw --data-root D  # the figures drawn before, from their tables
+                                                        # (no run), stamped
+
+Everything the figures' rules write for a rehearsal says "rehearsal: not a result": across each PNG,
+in its title and legend (analysis/figure_data.stamped), as a last column `stamp` of each CSV and a
+line under each Markdown file's heading (stamp_tables).
 """
 from __future__ import annotations
 
@@ -39,6 +45,7 @@ import copy
 import functools
 import csv
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -587,10 +594,74 @@ def draw_figures(plan: Plan, rehearsal: Plan, results_root: str, data_root: str,
         rc = subprocess.call(cmd, cwd=ROOT)
     drawn = [k for k in ready if (results / "full" / k[0] / f"{k[1]}.png").exists()]
     undrawn = [k for k in ready if k not in drawn]
+    stamp_tables(results, drawn)
     drawn = [k for k in plan.figures if k in drawn or k in before]   # the plan's order
     (results / "full" / "FIGURES.md").write_text(figures_note(plan, drawn, waiting, undrawn, rc))
     print(f"rehearsal figures: {len(drawn) - len(before)} of {len(ready)} drawn now, {len(before)} drawn before "
           f"from the same runs, {len(waiting)} waiting for runs (snakemake exit {rc})", file=sys.stderr)
+    return rc
+
+
+#: the tables a figure's rules write beside its PNG (analysis/aggregate.py, paper_table.py)
+TABLES = ("{figure}.csv", "{figure}_curves.csv", "{figure}_values.csv", "{figure}_paper.csv", "{figure}.md",
+          "{figure}_paper.md")
+STAMP_COLUMN = "stamp"
+STAMP_LINE = ("> **{stamp}.** Drawn from the full-scale runs' rehearsals: a few updates on miniature random data "
+              "(results/rehearsal/full/FIGURES.md); it shows that the pipeline works, nothing about the papers.")
+
+
+def stamp_tables(results: Path, keys) -> int:
+    """Stamp every table of the figures `keys` drawn from rehearsal runs, as their PNGs are: a CSV
+    gets a last column `stamp` (every reader here reads columns by name; a comment line would stop
+    pandas.read_csv), a Markdown file a line under its heading. Idempotent; each file keeps its
+    modification time, so Snakemake sees no newer input. Returns the files stamped now."""
+    n = 0
+    for paper, fig in keys:
+        for name in TABLES:
+            path = results / "full" / paper / name.format(figure=fig)
+            if not path.exists():
+                continue
+            stat = path.stat()
+            text = path.read_text()
+            if path.suffix == ".csv":
+                rows = list(csv.reader(text.splitlines()))
+                if not rows or STAMP_COLUMN in rows[0]:
+                    continue
+                rows = [rows[0] + [STAMP_COLUMN]] + [r + [STAMP] for r in rows[1:]]
+                tmp = path.with_name(path.name + ".tmp")
+                with tmp.open("w", newline="") as f:
+                    csv.writer(f, lineterminator="\n").writerows(rows)
+            else:
+                line = STAMP_LINE.format(stamp=STAMP[0].upper() + STAMP[1:])
+                if line in text:
+                    continue
+                head, _, rest = text.partition("\n")
+                tmp = path.with_name(path.name + ".tmp")
+                tmp.write_text(f"{head}\n\n{line}\n{rest}")
+            os.replace(tmp, path)
+            os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+            n += 1
+    return n
+
+
+def redraw_figures(plan: Plan, results_root: str, data_root: str, cores: int) -> int:
+    """Every rehearsal figure drawn before, redrawn from its committed tables without its runs
+    (workflows/figures.py's rules: the PNG from <figure>.csv and _curves.csv, a table figure's
+    _paper tables from _values.csv), then its tables stamped."""
+    results = Path(results_root) / "rehearsal"
+    drawn = [(p, f) for p, f in plan.figures if (results / "full" / p / f"{f}.png").exists()
+             and (results / "full" / p / f"{f}.csv").exists()]
+    stamp_tables(results, drawn)   # before the redraw: the plots and _paper tables read them
+    rules = ("figure_runs", "plot", "paper_table_redraw")
+    targets = figure_targets(plan, results, drawn)
+    targets += [t.replace("_paper.csv", "_paper.md") for t in targets if t.endswith("_paper.csv")]
+    cmd = [str(Path(sys.executable).parent / "snakemake"), "--cores", str(cores), "--nolock",
+           "--allowed-rules", *rules, "--forcerun", *rules, "--rerun-triggers", "mtime",
+           "--config", "scale=full", f"tier={TIER}", "rehearsal=true", f"results={results_root}",
+           f"data_root={data_root}", "--", *targets]
+    rc = subprocess.call(cmd, cwd=ROOT) if drawn else 0
+    stamp_tables(results, drawn)
+    print(f"rehearsal figures: {len(drawn)} redrawn from their tables (snakemake exit {rc})", file=sys.stderr)
     return rc
 
 
@@ -606,7 +677,7 @@ def prune_checkpoints(results: Path, ids) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("command", choices=["plan", "run", "ledger", "figures"])
+    ap.add_argument("command", choices=["plan", "run", "ledger", "figures", "redraw"])
     ap.add_argument("--replications", default=str(ROOT / "replications"))
     ap.add_argument("--results", default="results", help="the rehearsal writes under RESULTS/rehearsal/")
     ap.add_argument("--data-root", help="the data root: a miniature one (codist data fake --root DIR) or your own")
@@ -623,6 +694,8 @@ def main(argv=None) -> int:
     results = Path(args.results) / "rehearsal"
     if args.command == "figures":
         return draw_figures(plan, rehearsal, args.results, args.data_root, args.cores)
+    if args.command == "redraw":
+        return redraw_figures(plan, args.results, args.data_root, args.cores)
     if args.command == "plan":
         for rid, cfg in plan.configs.items():
             print(f"{rid} {cfg.name}: " + "; ".join(map(str, shrinks[rid])))
