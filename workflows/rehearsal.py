@@ -645,14 +645,15 @@ def stamp_tables(results: Path, keys) -> int:
 
 
 def redraw_figures(plan: Plan, results_root: str, data_root: str, cores: int) -> int:
-    """Every rehearsal figure drawn before, redrawn from its committed tables without its runs
-    (workflows/figures.py's rules: the PNG from <figure>.csv and _curves.csv, a table figure's
-    _paper tables from _values.csv), then its tables stamped."""
+    """Every rehearsal figure drawn before, redrawn from its committed tables and manifest without
+    its runs (the PNG from <figure>.csv and _curves.csv, a table figure's _paper tables from
+    _values.csv), then its tables stamped. The manifest (_runs.json) is not rewritten: it names the
+    runs the tables were made from, which a plan changed since would not."""
     results = Path(results_root) / "rehearsal"
     drawn = [(p, f) for p, f in plan.figures if (results / "full" / p / f"{f}.png").exists()
              and (results / "full" / p / f"{f}.csv").exists()]
     stamp_tables(results, drawn)   # before the redraw: the plots and _paper tables read them
-    rules = ("figure_runs", "plot", "paper_table_redraw")
+    rules = ("plot", "paper_table_redraw")
     targets = figure_targets(plan, results, drawn)
     targets += [t.replace("_paper.csv", "_paper.md") for t in targets if t.endswith("_paper.csv")]
     cmd = [str(Path(sys.executable).parent / "snakemake"), "--cores", str(cores), "--nolock",
