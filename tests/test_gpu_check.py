@@ -15,6 +15,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import gpu_check  # noqa: E402
 
 from codist import budget  # noqa: E402
+from torch_backends import restore_backends  # noqa: E402, F401  (a fixture)
 
 TABLE = budget.load_throughput(ROOT / "replications" / "throughput.yaml")
 
@@ -50,14 +51,6 @@ def test_cpu_smoke_run(tmp_path):
         assert r["reference_gpu"] == "a100" and r["reference_kind"] == "derived"
     # cpu rows are never read as measured GPU rates
     assert budget.add_measured(TABLE, out) == []
-
-
-@pytest.fixture
-def restore_backends():
-    before = (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark)
-    yield
-    torch.set_float32_matmul_precision(before[0])
-    torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark = before[1:]
 
 
 def test_each_precision_is_timed_under_the_math_a_run_sets(tmp_path, monkeypatch, restore_backends):

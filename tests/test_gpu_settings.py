@@ -13,6 +13,7 @@ from codist import config
 from codist.rank.cuda_defaults import backend_settings, configure_backends
 from codist.rank.engine import deepspeed_config
 from conftest import TINY, deep_update, launch_run
+from torch_backends import restore_backends  # noqa: F401  (a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,14 +34,6 @@ def test_tf32_is_on_by_default_and_keeps_every_committed_run_id():
     committed = {r["run_id"] for path in (ROOT / "results" / "embedded").glob("*/*_runs.json")
                  for r in json.loads(path.read_text())["runs"]}
     assert len(committed) > 20 and committed <= planned
-
-
-@pytest.fixture
-def restore_backends():
-    before = (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark)
-    yield
-    torch.set_float32_matmul_precision(before[0])
-    torch.backends.cudnn.allow_tf32, torch.backends.cudnn.benchmark = before[1:]
 
 
 def test_tf32_is_set_on_a_cuda_device_only(restore_backends):
