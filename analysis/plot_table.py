@@ -114,7 +114,7 @@ def plot_bytes(manifest: dict, vals: pd.DataFrame, out) -> None:
     ax.invert_yaxis()
     ax.set_xlim(0, total.max() * 1.6)
     ax.set_xlabel("bytes sent per rank per update, measured here")
-    ax.set_title(f"measured in the {manifest['scale']} runs{stamped(manifest, ' ')}", fontsize=9)
+    ax.set_title(f"measured in the {manifest['scale']} runs{stamped(manifest)}", fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(axis="x", alpha=0.3)
     if ids:
