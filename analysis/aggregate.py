@@ -8,6 +8,13 @@ summary.json, the one its final/best metric describe); a run whose metrics.jsonl
 one its summary records (`read_run`) is refused.
 
     python analysis/aggregate.py --runs R_runs.json --table R.csv --markdown R.md --curves R_curves.csv
+    python analysis/aggregate.py --runs R_runs.json --from-table R.csv --markdown R.md   (redraw the .md
+        from the committed per-run table, without the runs: make figures)
+
+The "Mean over seeds" table applies the claims' censoring rule (analysis/claims.py, speedup) to
+step_to_target: a seed that never reached the target is never averaged in; `reached` says "k of n",
+and with a censored seed the mean is only bounded: "> m", m the mean over seeds of the step each
+reached at, or its whole run for a seed that never did (it would have needed more).
 """
 from __future__ import annotations
 
@@ -125,12 +132,28 @@ def aggregate(manifest: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
     return table, pd.DataFrame(curves)
 
 
+def steps_to_target_text(runs: pd.DataFrame) -> tuple[str, str]:
+    """("k of n", the mean step to target or its censored bound "> m") of one series' runs; ("", "")
+    without a target."""
+    if runs["target"].isna().all():
+        return "", ""
+    t, n = runs["step_to_target"], len(runs)
+    k = int(t.notna().sum())
+    if k == n:
+        return f"{k} of {n}", f"{t.mean():.4g}"
+    return f"{k} of {n}", f"> {t.fillna(runs['steps']).mean():.4g}"
+
+
 def series_means(table: pd.DataFrame, order: list[str]) -> pd.DataFrame:
-    """Mean over seeds per series (and the seed count), in the figure's series order."""
+    """Mean over seeds per series (and the seed count), in the figure's series order; step_to_target
+    under the claims' censoring rule (module docstring), with `reached`: "k of n"."""
     g = table.groupby("series", sort=False)
-    out = g[["final_metric", "best_metric", "wall_s", "step_to_target"]].mean()
+    out = g[["final_metric", "best_metric", "wall_s"]].mean()
     out.insert(0, "seeds", g.size())
     out.insert(0, "world_size", g["world_size"].first())
+    texts = {s: steps_to_target_text(runs) for s, runs in g}
+    out["reached"] = [texts[s][0] for s in out.index]
+    out["step_to_target"] = [texts[s][1] for s in out.index]
     return out.reindex([s for s in order if s in out.index]).reset_index()
 
 
@@ -151,11 +174,19 @@ def markdown(manifest: dict, table: pd.DataFrame) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--runs", required=True, help="{figure}_runs.json written by the workflow")
-    p.add_argument("--table", required=True, help="output: one row per run (CSV)")
+    p.add_argument("--table", help="output: one row per run (CSV)")
     p.add_argument("--markdown", required=True, help="output: the tables as Markdown")
-    p.add_argument("--curves", required=True, help="output: every metrics.jsonl row with series and seed (CSV)")
+    p.add_argument("--curves", help="output: every metrics.jsonl row with series and seed (CSV)")
+    p.add_argument("--from-table", help="input: a per-run table written before; only --markdown is redrawn from it")
     args = p.parse_args(argv)
     manifest = read_json(args.runs)
+    if args.from_table:
+        table = pd.read_csv(args.from_table)
+        atomic_write_text(args.markdown, markdown(manifest, table))
+        print(f"{manifest['paper']} {manifest['figure']}: {args.markdown} redrawn from {args.from_table}")
+        return 0
+    if not (args.table and args.curves):
+        p.error("--table and --curves are required without --from-table")
     table, curves = aggregate(manifest)
     atomic_write_text(args.table, table.to_csv(index=False))
     atomic_write_text(args.curves, curves.to_csv(index=False))

@@ -8,7 +8,8 @@ claims (a better than b):
   final       per seed: metric(a) - metric(b) at the last evaluation, sign-flipped for metrics
               where lower is better (direction: codist.workloads.metrics); with `a2`/`b2`:
               [a - b] - weight2 x [a2 - b2] (the gain grows; weight2 < 1: a margin that is a
-              fraction of another effect)
+              fraction of another effect); a metric with no better direction (init_distance)
+              takes the claim's `direction` ("higher" / "lower": which way the paper points)
   speedup     per seed: (steps b needs + `b_offset`) / steps a needs to reach one fixed `target`
               level (default "b_best": the least of b's per-seed best values, which every b seed
               reaches), both interpolated between evaluations; `b_offset: "@<series>"` is that
@@ -16,13 +17,15 @@ claims (a better than b):
               never reaches it is censored: reported as "k of n reached", never averaged in as 0;
               its ratio is below b's steps / a's run length, so with censored seeds the interval
               is a t upper bound on those upper bounds (stats.upper_bound_interval) and no lower
-              bound. Neutral value 1
+              bound. `clock: wall_s` counts training seconds instead of updates. Neutral value 1
   churn       per pair of seeds: churn(b) - churn(a) (paper_table.py's values)
   comm_ratio  b's bytes per rank per update / a's between model groups; with `identity:` at the
               paper's own periods and sizes (analysis/comm_identity.py). Deterministic. Neutral 1
 
 Verdict (README, "Claims"), in this order:
-  1. `full_scale_only: why`: "not tested at this scale: why" (below the full scale).
+  1. `full_scale_only: why`: "not tested at this scale: why" (below the full scale); `not_run: why`
+     (a coverage row: a finding of the paper that no scale of this harness runs): "not tested at
+     this scale: no scale of this harness runs it: why", at every scale.
   2. a margin (`within: w`, or `at_least` below the neutral value: non-inferiority) on
      val_accuracy below what n seeds resolve at 80% power if the validation set were the only
      noise (stats.margin_needed with stats.val_set_sd; the real data set's validation size at
@@ -133,7 +136,7 @@ def effects(c: Claim, manifest: dict, figures: Path, seeds=None):
     am = c.a_model or series_model(manifest, c.a)
     bm = c.b_model or series_model(manifest, c.b)
     if c.measure == "final":
-        sign = 1.0 if higher_is_better(metric) else -1.0
+        sign = 1.0 if (c.direction == "higher" if c.direction else higher_is_better(metric)) else -1.0
         d = sign * (finals(curves, c.a, am, metric) - finals(curves, c.b, bm, metric))
         if c.a2:
             d2 = sign * (finals(curves, c.a2, series_model(manifest, c.a2), metric)
@@ -142,7 +145,7 @@ def effects(c: Claim, manifest: dict, figures: Path, seeds=None):
         d = d.dropna()
         return stats.t_interval(d), d, ""
     if c.measure == "speedup":
-        r = regime.speedups(curves, c.a, am, c.b, bm, metric, c.target, offset_steps(c, manifest))
+        r = regime.speedups(curves, c.a, am, c.b, bm, metric, c.target, offset_steps(c, manifest), c.clock)
         reached = int(r["ratio"].notna().sum())
         text = f"{reached} of {len(r)} seeds reached {r['target'].iloc[0]:.4g}" if len(r) else ""
         x = pd.Series({seed: row.ratio if not math.isnan(row.ratio) else
@@ -257,7 +260,7 @@ def judge(c: Claim, manifest: dict, figures: Path, scale: str, tables, seeds=Non
 
 def regime_sources(c: Claim) -> str:
     """The claim's checks and the paper's text each operationalises (JSON: [[check, source], ...])."""
-    return json.dumps([[r.check, r.source] for r in c.regime]) if c.regime and not c.full_scale_only else ""
+    return json.dumps([[r.check, r.source] for r in c.regime]) if c.regime and not (c.full_scale_only or c.not_run) else ""
 
 
 def verdict_fields(c: Claim, manifest: dict, figures: Path, scale: str, view) -> tuple[dict, tuple | None]:
@@ -306,12 +309,15 @@ def evaluate_with_state(paper_file: Path, figures: Path, scale: str) -> tuple[pd
         declared = scale in spec.figures[c.figure].scales
         tier = spec.figures[c.figure].tier
         # a paper-tier figure's tables exist only where `make replicate TIER=paper` (or the reference) made them
-        other_tier = tier == "paper" and not runs.exists() and declared and not c.full_scale_only and scale != "full"
-        if not runs.exists() and declared and not c.full_scale_only and not other_tier:
+        other_tier = (tier == "paper" and not runs.exists() and declared and not c.full_scale_only and not c.not_run
+                      and scale != "full")
+        if not runs.exists() and declared and not c.full_scale_only and not c.not_run and not other_tier:
             raise ClaimError(f"{where}: figure {c.figure!r} has no {runs} at scale {scale!r}")
         manifest = read_manifest(runs) if runs.exists() else {"runs": [], "panels": []}
         try:
-            if other_tier:
+            if c.not_run:
+                fields = {"verdict": f"not tested at this scale: no scale of this harness runs it: {c.not_run}"}
+            elif other_tier:
                 fields = {"verdict": f"not tested in this tier: figure {c.figure!r} is in the paper tier "
                                      f"(make replicate TIER=paper)"}
             elif declared or c.full_scale_only:

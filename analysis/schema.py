@@ -143,6 +143,13 @@ class RegimeCheck(Quantity):
     min: Optional[float] = None
     max: Optional[float] = None
     over: Optional[Quantity] = None
+    noise: bool = False   # a test at the seeds' noise (last_gain, gain_over): analysis/regime.py
+
+    @model_validator(mode="after")
+    def _noise(self):
+        if self.noise and (self.quantity not in ("last_gain", "gain_over") or self.over is not None):
+            raise ValueError(f"regime check {self.check!r}: noise: only a last_gain or gain_over without `over`")
+        return self
 
     @model_validator(mode="after")
     def _bound(self):
@@ -191,6 +198,10 @@ class Claim(Strict):
     full_scale_only: Optional[str] = None   # why no CPU-sized scale can test it
     identity: Optional[dict] = None         # comm_ratio: the papers' own periods (analysis/comm_identity.py)
     sequential: Optional[Sequential] = None   # opt-in: more seeds at planned looks (analysis/sequential.py)
+    # a metric with no better direction (init_distance): which way the paper's claim points
+    direction: Optional[Literal["higher", "lower"]] = None
+    clock: Literal["step", "wall_s"] = "step"   # speedup: counted in updates or in training seconds
+    not_run: Optional[str] = None           # why no scale of this harness runs it (a coverage row: the verdict says so)
     # per-scale replacements of the series a claim compares (the scales name their series differently,
     # e.g. k = 125 embedded for the paper's k = 250): {full: {a: "...", b: "..."}}; with their own
     # `regime:` there, else the claim's checks with the replaced series renamed (Claim.at)
@@ -349,7 +360,7 @@ def _claim_refs(c: Claim, spec: Paper, path, scale, series_models, metrics) -> l
     if c.figure not in spec.figures:
         return [f"{where}: figure {c.figure!r} is not a figure of the paper; have {sorted(spec.figures)}"]
     fig = spec.figures[c.figure]
-    if scale not in fig.scales or c.full_scale_only:
+    if scale not in fig.scales or c.full_scale_only or c.not_run:
         return []
     errs = []
     have = series_models.get(c.figure, {})

@@ -140,3 +140,44 @@ def test_plotted_curves_are_means_over_seeds_of_the_headline_model(figure):
     assert (one["seeds"] == 2).all()
     two = figure_data.mean_curve(curves, "two", "0", METRIC).set_index("step")
     assert list(two["mean"]) == [0.1, 0.3, 0.45, 0.49]           # model 1's rows are not averaged in
+
+
+# ------------------------------------------------------------------ issues 41 and 42
+def test_the_mean_table_reports_k_of_n_reached_under_the_claims_censoring():
+    """Issue 41: a mean over the seeds that reached the target, beside a count of all seeds, read as if
+    every seed had (sun2016/cifar100.md: 1920 for MA-DNN from 2 of 3 seeds). A seed that never reached
+    it ran its whole run without: the mean is only bounded, > (100 + 400 + 200) / 3."""
+    table = pd.DataFrame({"series": ["s"] * 3 + ["t"] * 2 + ["u"] * 2, "seed": [0, 1, 2, 0, 1, 0, 1],
+                          "world_size": 1, "final_metric": 0.5, "best_metric": 0.6, "wall_s": 1.0,
+                          "steps": 400, "target": [0.5] * 5 + [None] * 2,
+                          "step_to_target": [100, None, 200, 100, 300, None, None]})
+    means = aggregate.series_means(table, ["s", "t", "u"]).set_index("series")
+    assert (means.loc["s", "reached"], means.loc["s", "step_to_target"]) == ("2 of 3", "> 233.3")
+    assert (means.loc["t", "reached"], means.loc["t", "step_to_target"]) == ("2 of 2", "200")
+    assert (means.loc["u", "reached"], means.loc["u", "step_to_target"]) == ("", "")   # no target
+    manifest = {"paper": "toy", "figure": "f", "scale": "embedded", "title": "t", "series": ["s", "t", "u"]}
+    md = aggregate.markdown(manifest, table.assign(metric="val_accuracy"))
+    assert "2 of 3" in md and "> 233.3" in md
+
+
+def test_step_to_target_is_the_headline_models():
+    """Issue 42: the first evaluation at the target of model 0 (the headline), not of any model: here
+    model 1 reaches it at step 10, model 0 only at step 30."""
+    rows = [{"step": s, "model": m, "wall_s": s / 10, METRIC: v}
+            for s, v0, v1 in ((10, 0.2, 0.55), (20, 0.4, 0.6), (30, 0.6, 0.7)) for m, v in (("0", v0), ("1", v1))]
+    summary = {"run_id": "r", "models": {"0": {"best": {"step": 30}}, "1": {"best": {"step": 30}}},
+               "target": TARGET, "metric": METRIC, "higher_is_better": True, "world_size": 2, "steps": 30,
+               "samples": 1920, "final_metric": 0.6, "best_metric": 0.6, "wall_s": 3.0, "eval_s": 0.1,
+               "setup_s": 1.0, "elapsed_s": 4.0, "comm": {"training_sent_bytes_per_rank_per_update": 0.0,
+                                                          "between_group_sent_bytes_per_rank_per_update": 0.0}}
+    row = aggregate.run_row({"series": "s", "seed": 0}, summary, rows)
+    assert (row["step_to_target"], row["wall_s_to_target"]) == (30, 3.0)
+
+
+def test_the_markdown_redrawn_from_the_table_is_the_one_the_runs_give(figure, tmp_path):
+    out = {k: tmp_path / f"o.{k}" for k in ("csv", "md", "curves")}
+    assert aggregate.main(["--runs", str(figure), "--table", str(out["csv"]), "--markdown", str(out["md"]),
+                           "--curves", str(out["curves"])]) == 0
+    redrawn = tmp_path / "redrawn.md"
+    assert aggregate.main(["--runs", str(figure), "--from-table", str(out["csv"]), "--markdown", str(redrawn)]) == 0
+    assert redrawn.read_text() == out["md"].read_text()

@@ -91,19 +91,27 @@ def curves_rows(series_name, seed, model, values, metric="val_loss", every=10):
              "metric": metric, metric: v} for i, v in enumerate(values)]
 
 
+SHIFT = (0.0, -0.06, -0.03)   # each seed's shift of the final values (seed 0 keeps b's best level at 1.8)
+
+
 @pytest.fixture
 def figure_dir(tmp_path):
     """A curves figure 'f' (val_loss, lower is better) with series a, b, a2, b2, noisy, short over
-    seeds 0-2, a table f.csv (bytes) and f_values.csv (churn per pair of seeds)."""
+    seeds 0-2, a table f.csv (bytes) and f_values.csv (churn per pair of seeds). Every seed shifts the
+    final values of b, a, noisy and shifted by its own SHIFT (a seed effect the arms share, as common
+    random numbers do), so the paired effects are the same on every seed's level, and a claim that set
+    a's seed against another seed's b would see the shifts' spread (0.06) instead."""
     rows = []
     for seed in range(3):
-        rows += curves_rows("b", seed, "0", [3.0, 2.5, 2.0, 1.8])           # best 1.8 at step 40
-        rows += curves_rows("a", seed, "0", [2.8, 1.8, 1.6, 1.5 + 0.01 * seed])  # reaches 1.8 at step 20
+        d = SHIFT[seed]
+        # reaches 1.8 at step 40 on every seed, then ends at 1.8 + d (step 50)
+        rows += curves_rows("b", seed, "0", [3.0, 2.5, 2.0, 1.8, 1.8 + d])
+        rows += curves_rows("a", seed, "0", [2.8, 1.8, 1.6, 1.5 + 0.01 * seed + d])  # reaches 1.8 at step 20
         rows += curves_rows("a", seed, "ens", [2.0, 1.0, 1.0, 1.0])
         rows += curves_rows("b2", seed, "0", [3.0, 2.0, 1.9, 1.9])
         rows += curves_rows("a2", seed, "0", [3.0, 2.0, 1.9, 1.85])
-        rows += curves_rows("noisy", seed, "0", [3.0, 2.5, 2.0, 1.8 - (0.0, 0.02, -0.005)[seed]])
-        rows += curves_rows("shifted", seed, "0", [3.0, 2.5, 2.0, 1.8 - (0.03, 0.05, 0.025)[seed]])
+        rows += curves_rows("noisy", seed, "0", [3.0, 2.5, 2.0, 1.8 + d - (0.0, 0.02, -0.005)[seed]])
+        rows += curves_rows("shifted", seed, "0", [3.0, 2.5, 2.0, 1.8 + d - (0.03, 0.05, 0.025)[seed]])
         # never reaches 1.8, in runs of 80, 70 and 50 steps: b's 40 steps bound its ratio by 0.5, 0.571, 0.8
         rows += curves_rows("short", seed, "0", [3.0, 2.9, 2.8, 2.7, 2.6, 2.5, 2.4, 2.3][:(8, 7, 5)[seed]])
     pd.DataFrame(rows).to_csv(tmp_path / "f_curves.csv", index=False)
@@ -134,8 +142,10 @@ def per_seed(figure_dir, **kw):
 
 
 def test_final_difference_is_oriented_by_the_metric(figure_dir):
-    assert per_seed(figure_dir) == pytest.approx([1.8 - 1.5, 1.8 - 1.51, 1.8 - 1.52])   # lower loss = positive
-    assert per_seed(figure_dir, a_model="ens") == pytest.approx([0.8] * 3)
+    # lower loss = positive, each seed's a against the same seed's b (the shared shift cancels)
+    assert per_seed(figure_dir) == pytest.approx([1.8 - 1.5, 1.8 - 1.51, 1.8 - 1.52])
+    # the ensemble ends at 1.0 on every seed: the effect carries b's own seed shift
+    assert per_seed(figure_dir, a_model="ens") == pytest.approx([0.8, 0.74, 0.77])
 
 
 def test_interaction_subtracts_the_second_pair(figure_dir):
@@ -295,9 +305,9 @@ def test_a_failed_regime_check_gives_no_verdict(figure_dir, tmp_path):
                "series": "b", "max": 0.05}
     spec.write_text(yaml.safe_dump(spec_doc(c_(regime=[plateau]), c_(id="c2", regime=[{**plateau, "max": 0.5}]))))
     df = claims.evaluate(spec, figure_dir, "embedded").set_index("id")
-    # b: 2.0 at step 30 -> 1.8 at 40, a gain of 0.2 over the last quarter
-    assert df.loc["c1", "verdict"] == "not in the paper's regime: b has plateaued (0.2 vs <= 0.05)"
-    assert "b has plateaued: 0.2 (<= 0.05) FAIL" in df.loc["c1", "regime"]
+    # b's mean curve: 1.85 at step 37.5 (2.0 at 30 -> 1.8 at 40) -> 1.77 at 50, a gain of 0.08 over the last quarter
+    assert df.loc["c1", "verdict"] == "not in the paper's regime: b has plateaued (0.08 vs <= 0.05)"
+    assert "b has plateaued: 0.08 (<= 0.05) FAIL" in df.loc["c1", "regime"]
     assert df.loc["c2", "verdict"] == "holds" and "pass" in df.loc["c2", "regime"]
     md = claims.markdown(df.reset_index(), "toy")
     assert "- **b has plateaued** (toy c1, toy c2). Source: Fig. 9: 'b stops improving'" in md
@@ -380,8 +390,8 @@ def test_paper_table_puts_paper_numbers_beside_our_seed_statistics(figure_dir):
     vals = paper_table.values(manifest, pd.read_csv(figure_dir / "f.csv"), pd.read_csv(figure_dir / "f_curves.csv"))
     side = paper_table.side_by_side(manifest, vals).set_index("row")
     assert side.loc["A", "val_loss paper"] == 1.4 and side.loc["A", "paper source"] == "Table 9"
-    assert side.loc["A", "val_loss ours mean"] == pytest.approx(1.51)
-    assert side.loc["A", "val_loss ours sd"] == pytest.approx(0.01)
+    assert side.loc["A", "val_loss ours mean"] == pytest.approx(1.51 + sum(SHIFT) / 3)   # a ends at 1.5 + 0.01 seed + SHIFT
+    assert side.loc["A", "val_loss ours sd"] == pytest.approx(math.sqrt(0.0014 / 2))   # 1.5, 1.45, 1.49: deviations 0.02, -0.03, 0.01
     assert side.loc["A", "val_loss n"] == 3
     assert side.loc["B", "comm_bytes_per_update ours mean"] == 1000.0
     assert pd.isna(side.loc["B", "val_loss paper"])
@@ -639,3 +649,62 @@ def test_the_comparison_names_the_second_pair_and_its_weight(figure_dir, tmp_pat
     df = claims.evaluate(spec, figure_dir, "embedded").set_index("id")
     assert list(df["comparison"]) == ["a vs b minus (a2 vs b2)", "a vs b minus 2 x (a2 vs b2)",
                                       "a vs b minus 0.5 x (a2 vs b2)", "a vs b"]
+
+
+# ------------------------------------------------------------------ issues 41 and 42
+def test_only_seeds_keeps_a_pair_only_when_both_seeds_are_declared():
+    df = pd.DataFrame({"seed": ["0-1", "0-5", "5-6", "1", "5"], "value": range(5)})
+    assert list(claims.only_seeds(df, [0, 1, 2])["seed"]) == ["0-1", "1"]    # "0-5": seed 5 is not declared
+    assert list(claims.only_seeds(df, None)["seed"]) == list(df["seed"])
+
+
+def test_churn_reads_only_the_pairs_of_declared_seeds(figure_dir, tmp_path):
+    # a fourth retrain (seed 3) beside the declared 0-2: its pairs with declared seeds must not count
+    vals = pd.read_csv(figure_dir / "f_values.csv")
+    extra = pd.DataFrame([{"series": s, "seed": pair, "column": "churn", "value": v}
+                          for s, v in (("b", 0.30), ("a", 0.60)) for pair in ("0-3", "1-3", "2-3")])
+    pd.concat([vals, extra]).to_csv(figure_dir / "f_values.csv", index=False)
+    manifest = {"panels": ["val_loss"], "runs": [], "declared_seeds": [0, 1, 2]}
+    iv, per, _ = claims.effects(claim(measure="churn"), manifest, figure_dir, seeds=[0, 1, 2])
+    assert sorted(per.index) == ["0-1", "0-2", "1-2"] and list(per) == pytest.approx([0.10, 0.11, 0.12])
+
+
+def test_a_paired_claims_interval_equals_a_hand_computation(figure_dir, tmp_path):
+    """Issue 37: the interval of a paired claim, by hand from its per-seed differences with scipy's t. The
+    fixture's arms share each seed's shift, so only pairing by seed gives these differences: a's finals
+    1.5, 1.45, 1.49 against b's 1.8, 1.74, 1.77 (unpaired, the spread of the means would be 3x as wide)."""
+    from scipy import stats as st
+    spec = tmp_path / "experiments.yaml"
+    spec.write_text(yaml.safe_dump(spec_doc(c_())))
+    row = claims.evaluate(spec, figure_dir, "embedded").iloc[0]
+    d = [1.8 - 1.5, 1.74 - 1.45, 1.77 - 1.49]            # b - a: lower loss is better
+    n, mean = 3, sum(d) / 3
+    sd = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1))
+    half = st.t.ppf(0.95, n - 1) * sd / math.sqrt(n)
+    assert (row["n"], row["effect_mean"], row["effect_sd"]) == (3, pytest.approx(mean), pytest.approx(sd))
+    assert (row["interval_low"], row["interval_high"]) == (pytest.approx(mean - half), pytest.approx(mean + half))
+    assert row["per_seed"] == "0: 0.3; 1: 0.29; 2: 0.28"
+
+
+def test_a_metric_without_a_direction_takes_the_claims(figure_dir):
+    curves = pd.read_csv(figure_dir / "f_curves.csv")
+    curves["init_distance"] = curves["val_loss"]
+    curves.to_csv(figure_dir / "f_curves.csv", index=False)
+    with pytest.raises(ValueError, match="no better direction"):
+        per_seed(figure_dir, metric="init_distance")
+    assert per_seed(figure_dir, metric="init_distance", direction="lower") == pytest.approx([0.3, 0.29, 0.28])
+    assert per_seed(figure_dir, metric="init_distance", direction="higher") == pytest.approx([-0.3, -0.29, -0.28])
+
+
+def test_a_wall_time_speedup_counts_training_seconds(figure_dir):
+    # b reaches 1.8 at its 4th evaluation (step 40, wall_s 3), a at its 2nd (step 20, wall_s 1)
+    assert per_seed(figure_dir, measure="speedup") == [2.0, 2.0, 2.0]
+    assert per_seed(figure_dir, measure="speedup", clock="wall_s") == [3.0, 3.0, 3.0]
+
+
+def test_a_claim_no_scale_runs_is_not_tested_and_needs_no_runs(figure_dir, tmp_path):
+    spec = tmp_path / "experiments.yaml"
+    spec.write_text(yaml.safe_dump(spec_doc(c_(a="no such series", not_run="no n > 2 series anywhere"))))
+    row = claims.evaluate(spec, figure_dir, "embedded").iloc[0]
+    assert row["verdict"] == "not tested at this scale: no scale of this harness runs it: no n > 2 series anywhere"
+    assert row["regime_sources"] == "" and math.isnan(row["effect_mean"])

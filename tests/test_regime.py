@@ -201,3 +201,42 @@ def test_a_claim_with_a_scale_override_keeps_its_checks_renamed():
     assert c.at("embedded") is c
     own = Claim.model_validate({**c.model_dump(), "scales": {"full": {"a": "k250", "regime": []}}})
     assert own.at("full").regime == []                                                 # the scale's own checks
+
+
+# ------------------------------------------------------------------ issue 41: a check at its seeds' noise
+def gain_curves(gains):
+    """Series 'm', one seed per gain: 0.5 at step 75 (the last quarter's start of a 100-step run), 0.5 + gain at 100."""
+    return pd.DataFrame([{"series": "m", "seed": seed, "model": "0", "step": step, "val_accuracy": v}
+                         for seed, g in enumerate(gains) for step, v in ((50, 0.4), (75, 0.5), (100, 0.5 + g))])
+
+
+def noise_check(gains, **kw):
+    check = RegimeCheck.model_validate({"check": "m has plateaued", "source": "s", "quantity": "last_gain",
+                                        "series": "m", "max": 0.01, **kw})
+    return regime.check(check, CLAIM, None, lambda fig: (MANIFEST, gain_curves(gains)))
+
+
+def test_a_noise_check_fails_only_when_the_seeds_show_the_bound_is_passed():
+    from scipy import stats as st
+    sun = [0.020, -0.002, 0.016]   # Sun's MA-DNN, CIFAR-10 K = 4: per-seed last-quarter gains (issue 41)
+    # by hand: mean 0.011333, sd 0.011719, low = mean - t(0.95, 2) sd / sqrt 3 = 0.011333 - 2.919986 x 0.006766
+    mean = sum(sun) / 3
+    sd = (sum((g - mean) ** 2 for g in sun) / 2) ** 0.5
+    low = mean - st.t.ppf(0.95, 2) * sd / 3 ** 0.5
+    assert low == pytest.approx(-0.008423, abs=1e-6)
+    ok, text, _ = noise_check(sun, noise=True)
+    assert ok and f"{mean:.4g} [{low:.4g}," in text
+    assert noise_check(sun)[0] is False                    # the mean alone (0.0113 > 0.01) fails
+    ok, _, failed = noise_check([0.030, 0.031, 0.029], noise=True)   # low = 0.030 - 2.92 x 0.000577 > 0.01
+    assert not ok and "past it at 95%" in failed
+    # a min bound: fails only when the upper bound is below it
+    assert noise_check(sun, noise=True, max=None, min=0.02)[0] is True      # high = 0.0311 >= 0.02
+    assert noise_check(sun, noise=True, max=None, min=0.04)[0] is False
+
+
+def test_a_noise_check_is_only_for_per_seed_gains():
+    with pytest.raises(ValueError, match="noise: only a last_gain or gain_over"):
+        RegimeCheck.model_validate({"check": "c", "source": "s", "quantity": "value", "max": 1, "noise": True})
+    with pytest.raises(ValueError, match="noise: only a last_gain or gain_over"):
+        RegimeCheck.model_validate({"check": "c", "source": "s", "quantity": "last_gain", "max": 1, "noise": True,
+                                    "over": {"quantity": "difference"}})

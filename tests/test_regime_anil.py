@@ -118,3 +118,54 @@ def test_a_margin_as_a_fraction_of_another_effect(tmp_path):
     # weight2 1 (the default): k125 against sync, -0.02 - 0.001 s + 0.06
     iv, d, _ = claims.effects(Claim.model_validate(base), {"panels": ["val_loss"]}, tmp_path)
     assert list(d) == pytest.approx([0.04, 0.039, 0.038])
+
+
+# ------------------------------------------------------------------ issue 41: which claims saturation gates
+ANIL = ROOT / "replications" / "anil2018" / "experiments.yaml"
+
+
+def anil_claims():
+    import yaml
+    from schema import parse
+    return {c.id: c for c in parse(yaml.safe_load(ANIL.read_text()), ANIL).claims}
+
+
+# Anil's claims that do not depend on sync SGD being saturated: Table 1's reproducibility claim (Sec. 1:
+# codistillation makes 'the exact predictions of a model dramatically more reproducible', of trained
+# models at any batch), its rows beside the ensemble, and 'nearly the same benefit as an ensemble'
+NOT_SATURATION = {"table1-churn", "table1-loss", "table1-ensemble-churn", "table1-ensemble-loss", "fig2a-ensemble"}
+# the claims that do: codistillation's extra workers pay once more workers no longer help sync SGD
+SATURATION = {"fig2a-loss", "fig2a-steps", "fig4", "sec3.4.1"}
+
+
+def test_a_claim_that_does_not_depend_on_saturation_is_not_gated_by_it():
+    claims_ = anil_claims()
+    for cid in NOT_SATURATION:
+        for scale in ("embedded", "full"):
+            assert not any(r.quantity == "critical_ratio" for r in claims_[cid].at(scale).regime), (cid, scale)
+    for cid in SATURATION:
+        assert any(r.quantity == "critical_ratio" for r in claims_[cid].regime), cid
+
+
+def test_the_saturation_check_is_named_for_what_it_tests():
+    # at McCandlish et al.'s B_crit a doubling still gains (1 + 1) / (1 + 1/2) = 1.33x: <= 1.1x is saturation
+    for c in anil_claims().values():
+        for r in c.regime:
+            assert "critical batch" not in r.check, (c.id, r.check)
+            if r.quantity == "critical_ratio":
+                assert r.check.startswith("sync saturated") and r.max == 1.1
+
+
+def test_a_saturation_gate_withholds_only_the_claims_that_carry_it(tmp_path):
+    """Through the verdict: the same curves, a claim with the saturation check reads 'not in the paper's
+    regime', one without it gets its verdict."""
+    check = {"check": "sync saturated", "source": "Fig. 1a", "quantity": "critical_ratio", "series": "sync, 2b",
+             "b": "sync", "max": 1.1}
+    table = curves()
+    table.to_csv(tmp_path / "f_curves.csv", index=False)
+    gated = Claim.model_validate({"id": "g", "claim": "x", "figure": "f", "basis": "step-matched", "measure": "final",
+                                  "a": "codistill", "b": "sync", "regime": [check]})
+    free = gated.model_copy(update={"id": "n", "regime": []})
+    tables = lambda fig: (MANIFEST, table)   # noqa: E731
+    assert claims.judge(gated, MANIFEST, tmp_path, "embedded", tables)["verdict"].startswith("not in the paper's regime: sync saturated")
+    assert not claims.judge(free, MANIFEST, tmp_path, "embedded", tables)["verdict"].startswith("not in the paper's regime")

@@ -63,23 +63,61 @@ def test_paper_numbers_only_beside_runs_at_the_papers_k(plan):
             assert "in its place" not in row.source, (fid, row.label)
 
 
-def test_the_issue_23_checks_are_on_every_seed_based_claim():
-    wanted = ("shard's plateau", "of MA-DNN's G at the same step", "tau_EC / tau_MA >= 50")
+def test_the_regime_checks_are_on_every_seed_based_claim():
+    # issue 23's checks, as issue 41 corrected them: the plateau ratio with the plateau above chance
+    wanted = ("local models at the first round >= 0.9 of their shard's plateau", "the shard's plateau above chance",
+              "tau_EC / tau_MA >= 50")
     for c in SEEDED:
         for scale in ("embedded", "full"):
             claim = c.at(scale)
             names = [r.check for r in claim.regime]
-            if c.id == "speed-imagenet" and scale == "full":
-                wanted_here = wanted[1:]   # the full ImageNet round is 3.2 shard-epochs: no plateau there
-            else:
-                wanted_here = wanted
-            for w in wanted_here:
+            for w in wanted:
                 assert any(w in n for n in names), (c.id, scale, w)
             assert all(r.source.strip() for r in claim.regime)
     plateau = {c.id for c in SEEDED if any("plateaued under a constant LR" in r.check for r in c.regime)}
     assert plateau == {c.id for c in SEEDED if c.measure == "final"}
-    ablation = next(c for c in SPEC.claims if c.id == "ablation-E-K4")
-    assert any(r.quantity == "difference" and r.b == "E-DNN, K=4" and r.min == 0 for r in ablation.regime)
+
+
+def test_no_check_stands_on_a_ratio_or_a_batch_the_paper_does_not_give():
+    """Issue 41: "locals >= 0.8 of MA-DNN's G" (the paper's own numbers bound the ratio below 0.93 and
+    this stand-in's E-DNN lifts put it under 0.71-0.79 in Sun's setting), "~40 shard-epochs (the paper:
+    40.96)" (a batch of 128 the paper does not give), and the ablation's conclusion as a gate."""
+    for c in SPEC.claims:
+        for scale in ("embedded", "full"):
+            for r in c.at(scale).regime:
+                assert "of MA-DNN's G" not in r.check and r.quantity != "round_epochs", (c.id, r.check)
+                assert r.quantity != "difference", (c.id, r.check)
+    ablation = next(c for c in SPEC.claims if c.id == "ablation-EC-E-K4")
+    assert (ablation.a, ablation.a_model, ablation.b, ablation.b_model) == ("EC-DNN, K=4", "G", "E-DNN, K=4", "G")
+
+
+def chance_curves(e_final: float, ec_round1: float):
+    """Local model 0 of E-DNN ending at `e_final` and of EC-DNN at `ec_round1` at round 1 (step 640)."""
+    import pandas as pd
+    rows = []
+    for seed in range(3):
+        for step, e, ec in ((320, e_final - 0.01, ec_round1 - 0.01), (640, e_final, ec_round1), (2560, e_final, ec_round1)):
+            rows.append({"series": "E-DNN, K=4", "seed": seed, "model": "0", "step": step, "val_accuracy": e})
+            rows.append({"series": "EC-DNN, K=4", "seed": seed, "model": "0", "step": step, "val_accuracy": ec})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("e_final, ec_round1, chance_passes", [
+    (0.052, 0.051, False),   # 20 classes: chance 0.05; round 1 at 0.98 of a plateau at chance
+    (0.108, 0.110, False),   # the ImageNet stand-in's measured plateau (issue 41): 0.06 of the way above chance
+    (0.351, 0.340, True),    # just above 0.05 + 0.316 x 0.95 = 0.350
+])
+def test_a_plateau_at_chance_fails_the_sun_plateau_check(e_final, ec_round1, chance_passes):
+    claim = next(c for c in SPEC.claims if c.id == "speed-imagenet").at("embedded")   # 20 classes
+    manifest = {"panels": ["val_accuracy"], "runs": [],
+                "configs": {"EC-DNN, K=4": {"algorithm": {"name": "ensemble_compress", "tau": 640}}}}
+    tables = lambda fig: (manifest, chance_curves(e_final, ec_round1))   # noqa: E731
+    checks = {r.check: r for r in claim.regime if r.quantity == "value"}
+    plateau = regime.check(checks["local models at the first round >= 0.9 of their shard's plateau"], claim, None, tables)
+    assert plateau[0]   # the ratio alone passes at chance: what issue 41 found
+    chance = next(r for name, r in checks.items() if name.startswith("the shard's plateau above chance"))
+    assert chance.min == pytest.approx(0.350)
+    assert regime.check(chance, claim, None, tables)[0] is chance_passes
 
 
 def test_the_embedded_round_matches_the_papers_and_ma_runs_a_constant_lr():
@@ -89,7 +127,7 @@ def test_the_embedded_round_matches_the_papers_and_ma_runs_a_constant_lr():
         ec = cfgs[f"EC-DNN, K={k}"].model_dump()
         ma = cfgs[f"MA-DNN, K={k}"].model_dump()
         q = lambda name: type("Q", (), {"quantity": name})   # noqa: E731
-        # the paper: 4,000 updates of 128 on 12,500 images = 40.96 shard-epochs
+        # the full preset's round: 4,000 updates of 128 (our batch: the paper gives none) on 12,500 images
         assert regime.config_quantity(q("round_epochs"), ec) == pytest.approx(4000 * 128 / 12500)
         assert regime.config_quantity(q("rounds"), ec) == 4
         assert regime.config_quantity(q("rounds"), ma) / regime.config_quantity(q("rounds"), ec) == 80
