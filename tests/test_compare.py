@@ -4,11 +4,14 @@ outcomes, both verdicts side by side, and the machines from the runs' manifests.
 from __future__ import annotations
 
 import json
+import math
+import re
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from scipy import stats
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflows"))
@@ -134,3 +137,168 @@ def test_a_run_records_the_machine_it_ran_on(key):
     assert hw[key] not in (None, "")
     assert hw["torch_cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert hw["torch_threads"] == torch.get_num_threads()
+
+
+# ---------------------------------------------------------------- the noise rule at its edge (issue 42 s.3)
+
+@pytest.mark.parametrize("factor, outcome", [(0.95, "within seed noise"), (1.05, "different")])
+def test_a_shift_just_inside_or_outside_the_documented_half_width(factor, outcome):
+    """The module docstring's rule, computed here on its own: two-sided 95%, Bonferroni over every cell of the
+    table (6 metrics x 2 series = 12, the 11 equal ones included), the sample sd (ddof 1). One cell shifted by
+    0.95x the half-width is noise, by 1.05x it is not: a one-sided quantile, a correction over the differing
+    cells only or the population sd each narrow the interval past 0.95x."""
+    ref = figure_table(REFERENCE)
+    sd = pd.Series(REFERENCE["MA-DNN, K=2"]).std(ddof=1)
+    half = stats.t.ppf(1 - 0.05 / 2 / 12, 3 + 3 - 2) * math.sqrt(sd**2 / 3 + sd**2 / 3)
+    mine = ref.copy()
+    shifted = mine["series"] == "MA-DNN, K=2"
+    mine.loc[shifted, "final_metric"] += factor * half
+    assert compare.judge_table(ref, mine)[0] == outcome
+
+
+def test_a_claim_with_the_same_verdict_on_both_sides_reads_same(tmp_path):
+    ref, loc = tmp_path / "ref.csv", tmp_path / "loc.csv"
+    claims_table([-0.05, -0.06, -0.12], "does not hold: EC-DNN is worse by 0.077").to_csv(ref, index=False)
+    for verdict in ("does not hold: EC-DNN is worse by 0.077", "does not hold: EC-DNN is worse by 0.081"):
+        claims_table([-0.05, -0.07, -0.12], verdict).to_csv(loc, index=False)
+        (row,) = compare.compare_claims(ref, loc)
+        assert (row["verdict"], row["reference"], row["yours"]) == ("same", "does not hold", "does not hold"), row
+    claims_table([-0.05, -0.07, -0.12], "inconclusive: the interval spans 0").to_csv(loc, index=False)
+    assert compare.compare_claims(ref, loc)[0]["verdict"] == "changed"
+
+
+# ---------------------------------------------------------------- what a tier did not run (issue 39)
+
+PAPER_FIGURES = {("sun2016", "cifar10_k4")}
+UNTESTED = "not tested in this tier: figure 'cifar10_k4' is in the paper tier (make replicate TIER=paper)"
+
+
+def with_paper_tier(d: Path, ran: bool) -> None:
+    """Adds a paper-tier figure's table and claim to a results folder, as the paper tier writes them (ran) or as
+    the default tier's claims table holds it (not run: no table, the claim 'not tested in this tier')."""
+    claim = claims_table([0.02, 0.03, 0.01], "holds").assign(id="cifar10-K4", tier="paper", seeds="declared")
+    if ran:
+        figure_table({"MA-DNN, K=4": [0.6, 0.61, 0.62]}).to_csv(d / "sun2016" / "cifar10_k4.csv", index=False)
+    else:
+        claim.loc[0, ["n", "effect_mean", "effect_sd", "interval_low", "interval_high", "tier", "seeds", "verdict"]] = [
+            None, None, None, None, None, None, None, UNTESTED]
+    for path in (d / "claims.csv", d / "sun2016" / "claims.csv"):
+        table = pd.read_csv(path).assign(tier="default", seeds="declared")
+        pd.concat([table, claim], ignore_index=True).to_csv(path, index=False)
+
+
+def test_what_the_default_tier_did_not_run_is_not_run_in_this_tier_never_different(tmp_path, capsys):
+    ref = write_results(tmp_path / "ref", REFERENCE, [0.1, 0.2, 0.3], "holds")
+    loc = write_results(tmp_path / "loc", REFERENCE, [0.1, 0.2, 0.3], "holds")
+    with_paper_tier(ref / "embedded", ran=True)
+    with_paper_tier(loc / "embedded", ran=False)
+    for name in ("image.csv", "lm_points.csv"):
+        (ref / "embedded" / "frontier").mkdir(exist_ok=True)
+        figure_table(REFERENCE).to_csv(ref / "embedded" / "frontier" / name, index=False)
+    assert compare.main(["--results", str(loc), "--reference", str(ref)]) == 0
+    out = capsys.readouterr().out
+    table = pd.read_csv(loc / "embedded" / "comparison.csv").set_index("name")
+    assert table.loc["sun2016/cifar10_k4.csv", "outcome"] == "not run in this tier"
+    assert "make replicate TIER=paper" in table.loc["sun2016/cifar10_k4.csv", "detail"]
+    for name in ("claims.csv", "sun2016/claims.csv"):   # its other claims are equal: the table is
+        assert table.loc[name, "outcome"] == "bit-identical", table.loc[name, "detail"]
+        assert "1 not run in this tier (make replicate TIER=paper)" in table.loc[name, "detail"]
+    assert table.loc["sun2016 cifar10-K4", "outcome"] == "not run in this tier"
+    assert table.loc["frontier/image.csv", "outcome"] == "not regenerated"
+    assert "frontier is a target of its own" in table.loc["frontier/image.csv", "detail"]
+    assert "different" not in out, out
+    assert "tiers run: default (the paper tier's tables and claims: make replicate TIER=paper)" in out, out
+    assert "1 not run in this tier" in out and "not regenerated: frontier/image.csv, frontier/lm_points.csv: " in out
+    # the paper tier run, beside the same reference: compared, not 'not run'
+    loc2 = write_results(tmp_path / "loc2", REFERENCE, [0.1, 0.2, 0.3], "holds")
+    with_paper_tier(loc2 / "embedded", ran=True)
+    assert compare.main(["--results", str(loc2), "--reference", str(ref)]) == 0
+    out = capsys.readouterr().out
+    assert "tiers run: default, paper\n" in out and "not run in this tier" not in out, out
+
+
+def test_a_table_absent_from_a_paper_tier_run_is_not_regenerated_and_says_why(tmp_path):
+    ref = write_results(tmp_path / "ref", REFERENCE, [0.1, 0.2, 0.3], "holds")
+    loc = write_results(tmp_path / "loc", REFERENCE, [0.1, 0.2, 0.3], "holds")
+    with_paper_tier(ref / "embedded", ran=True)
+    rows = compare.compare_tables(ref / "embedded", loc / "embedded", PAPER_FIGURES, ("default", "paper"))
+    (row,) = [r for r in rows if r["name"] == "sun2016/cifar10_k4.csv"]
+    assert row["outcome"] == "not regenerated" and "TARGETS=" in row["detail"] and str(loc) in row["detail"]
+
+
+def test_a_difference_shows_the_digits_that_differ_and_its_relative_size():
+    ref = figure_table({"all-reduce": [0.13021]})
+    mine = figure_table({"all-reduce": [0.130212]})
+    outcome, why = compare.judge_table(ref, mine)
+    assert outcome == "different", why
+    assert why[0].startswith("final_metric [series=all-reduce, ") and why[0].endswith(
+        "]: 0.13021 in the reference vs 0.130212 here (difference +2e-06, relative +1.5e-05), "
+        "one seed: only bit-identity can be judged (no spread)"), why
+    assert compare.versus(0.1, 0.1 + 5.551115123125783e-17) == (
+        "0.1 in the reference vs 0.1000000000000001 here (difference +5.55e-17, relative +5.6e-16)")
+    assert compare.versus("a", "b") == "'a' in the reference vs 'b' here"
+
+
+def test_the_closing_summary_fits_on_one_screen_and_names_every_changed_verdict(tmp_path):
+    rows = [{"kind": "table", "name": f"p/t{i}.csv", "outcome": "different", "detail": "x" * 400} for i in range(40)]
+    rows += [{"kind": "table", "name": f"frontier/f{i}.csv", "outcome": "not regenerated", "detail": "frontier"}
+             for i in range(10)]
+    rows += [{"kind": "claim", "name": f"p c{i}", "outcome": "within seed noise", "reference": "holds",
+              "yours": "inconclusive", "verdict": "changed"} for i in range(30)]
+    lines = compare.closing_summary(rows, tmp_path / "ref", tmp_path / "loc", ["default"], tmp_path / "x.md")
+    assert len(lines) <= 25 and all(len(line) < 450 for line in lines), "\n".join(lines)
+    text = "\n".join(lines)
+    assert all(f"p c{i}" in text for i in range(30)) and "tables: 40 different, 10 not regenerated" in text
+    assert "p c0: holds (reference) -> inconclusive (yours)" in text and "different, also: p/t8.csv, " in text
+    assert "... 24 more" in text and "not regenerated: frontier/f0.csv, frontier/f1.csv, frontier/f2.csv, ... 7 more" in text
+
+
+# ---------------------------------------------------------------- hostile input (issue 42 s.3)
+
+def test_a_claims_table_without_a_verdict_column_is_one_line_naming_the_file(tmp_path, capsys):
+    ref = write_results(tmp_path / "ref", REFERENCE, [0.1, 0.2, 0.3], "holds")
+    loc = write_results(tmp_path / "loc", REFERENCE, [0.1, 0.2, 0.3], "holds")
+    pd.read_csv(loc / "embedded" / "claims.csv").drop(columns="verdict").to_csv(loc / "embedded" / "claims.csv")
+    assert compare.main(["--results", str(loc), "--reference", str(ref)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"compare: {loc}/embedded/claims.csv: no column 'verdict' (a claims table has the columns "
+                   "paper, id, verdict)\n"), err
+    assert not (loc / "embedded" / "comparison.md").exists() and not (loc / "embedded" / "comparison.csv").exists()
+
+
+def test_an_empty_table_is_one_line_naming_the_file(tmp_path, capsys):
+    ref = write_results(tmp_path / "ref", REFERENCE, [0.1, 0.2, 0.3], "holds")
+    loc = write_results(tmp_path / "loc", REFERENCE, [0.1, 0.2, 0.3], "holds")
+    (loc / "embedded" / "sun2016" / "cifar10.csv").write_text("")
+    assert compare.main(["--results", str(loc), "--reference", str(ref)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"compare: {loc}/embedded/sun2016/cifar10.csv: empty, no header row (expected a CSV table with a header)\n"
+    assert not (loc / "embedded" / "comparison.md").exists()
+
+
+def test_verdict_text_is_escaped_in_both_outputs(tmp_path):
+    hostile = "=cmd|' /C calc'!A0: a | b"
+    ref = write_results(tmp_path / "ref", REFERENCE, [0.1, 0.2, 0.3], "holds")
+    loc = write_results(tmp_path / "loc", REFERENCE, [0.1, 0.2, 0.3], hostile)
+    assert compare.main(["--results", str(loc), "--reference", str(ref)]) == 0
+    table = pd.read_csv(loc / "embedded" / "comparison.csv", keep_default_na=False)
+    cells = [v for v in table.to_numpy().ravel() if isinstance(v, str)]
+    assert "'=cmd|' /C calc'!A0" in cells and not any(v.startswith(("=", "+", "-", "@")) for v in cells)
+    (row,) = [line for line in (loc / "embedded" / "comparison.md").read_text().splitlines()
+              if line.startswith("| sun2016 cifar10-K2 |")]
+    assert row.startswith(r"| sun2016 cifar10-K2 | within seed noise | holds | =cmd\|' /C calc'!A0 | changed |"), row
+    assert len(re.findall(r"(?<!\\)\|", row)) == 8, row   # 7 cells
+
+
+@pytest.mark.parametrize("name", ["comparison.md", "comparison.csv"])
+def test_a_symlinked_output_is_refused_not_written_through(tmp_path, capsys, name):
+    ref = write_results(tmp_path / "ref", REFERENCE, [0.1, 0.2, 0.3], "holds")
+    loc = write_results(tmp_path / "loc", REFERENCE, [0.1, 0.2, 0.3], "holds")
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me\n")
+    (loc / "embedded" / name).symlink_to(outside)
+    assert compare.main(["--results", str(loc), "--reference", str(ref)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{loc}/embedded/{name}: a symbolic link (to {outside})" in err, err
+    assert outside.read_text() == "keep me\n"
+    assert not [p for p in (loc / "embedded").glob("comparison.*") if not p.is_symlink()]

@@ -4,7 +4,8 @@ the committed `--reference` (results/), and the machines each was made on.
     python workflows/compare.py --results results-local [--reference results] [--scale embedded]
 
 Writes <results>/<scale>/comparison.md and comparison.csv and prints the summary (what
-`make replicate` ends with). Timing columns (names with an `_s` unit) are left out everywhere:
+`make replicate` ends with): the tiers that ran, the counts, each table that differs and each claim
+whose verdict changed, by name. Timing columns (names with an `_s` unit) are left out everywhere:
 they differ between machines and runs. Each table (`*.csv` under <scale>/, not runs/) gets one
 outcome:
 
@@ -13,18 +14,30 @@ outcome:
   series' seeds at one step, model, row ...) differs from the reference's by less than the seeds
   explain: |mean_yours - mean_ref| <= t * sqrt(sd_ref^2/n_ref + sd_yours^2/n_yours), t the
   two-sided 95% quantile with n_ref + n_yours - 2 degrees of freedom, Bonferroni-corrected over
-  the table's cells (quantile 1 - 0.025/cells), so a table of a thousand curve points is not
-  called different because one point in twenty falls outside by chance. Tables of means (a
-  `_paper` table's `<x> ours mean`, `<x> ours sd`, `<x> n`) are judged from those; claims from
-  `effect_mean`, `effect_sd`, `n`, each claim on its own (95%);
+  every cell of the table, equal ones included (quantile 1 - 0.025/cells), so a table of a
+  thousand curve points is not called different because one point in twenty falls outside by
+  chance; sd is the sample sd (ddof 1). Tables of means (a `_paper` table's `<x> ours mean`,
+  `<x> ours sd`, `<x> n`) are judged from those; claims from `effect_mean`, `effect_sd`, `n`, each
+  claim on its own (95%);
 - **different**: anything else (other labels or run ids, a deterministic number changed, a seed
-  group with no spread to judge by, a target reached in another number of seeds, a difference
-  the seeds do not explain); the first cells that differ are named;
-- **missing** / **not regenerated**: a table only one side has.
+  group with no spread to judge by: with one seed only bit-identity can be judged, a target
+  reached in another number of seeds, a difference the seeds do not explain); the first cells that
+  differ are named, each with as many digits as show the difference and its relative size;
+- **not run in this tier**: a table of a paper-tier figure, or a claim, that the tier which ran
+  does not make (`make replicate TIER=paper` does); never counted as different. In a claims table
+  those claims are left out and the rest judged;
+- **missing** (only yours has it) / **not regenerated** (only the reference has it, with why: the
+  frontier is a target of its own, TARGETS= makes only what it names).
 
 Each claim is listed with the reference's verdict and yours side by side. The machines come from
 the runs' manifest.json (`hardware`: CPU model, torch's CPU capability, BLAS, threads) and, for a
 results folder without runs/ (the committed reference), its `machine.json`.
+
+Malformed input (an empty file, a claims table without `paper`, `id` or `verdict`) stops it with one
+line naming the file, before anything is written. Text cells are escaped: `|` in comparison.md, and a
+comparison.csv cell starting with = + - @ is prefixed with ' (no spreadsheet formula). Both files
+are written atomically, and a comparison.md or .csv that is a symbolic link is refused, never
+written through.
 """
 from __future__ import annotations
 
@@ -39,6 +52,8 @@ from pathlib import Path
 import pandas as pd
 from scipy import stats
 
+from codist.runlog import WriteError, atomic_write_text
+from workflows.experiments import ExperimentsError, load_plan
 from workflows.machine import describe, summarize
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,7 +62,40 @@ TIMING = re.compile(r"_s(_|$)")   # a column measured in seconds
 KEYS = ("workload", "label", "algorithm", "knob", "period", "series", "row", "model", "column", "metric",
         "headline", "step", "samples", "target", "world_size", "models", "steps", "higher_is_better")
 NOT_TABLES = ("runs", "configs", "logs")
-OUTCOMES = ("bit-identical", "within seed noise", "different", "missing", "not regenerated")
+NOT_IN_TIER = "not run in this tier"
+OUTCOMES = ("bit-identical", "within seed noise", "different", NOT_IN_TIER, "missing", "not regenerated")
+PAPER_TIER = "make replicate TIER=paper"
+#: analysis/claims.py's verdict for a claim whose figure is in a tier that did not run
+UNTESTED = "not tested in this tier"
+CLAIM_COLUMNS = ("paper", "id", "verdict")
+SHOWN = 8   # names the closing summary lists per kind before '... N more'
+
+
+class CompareError(Exception):
+    """Malformed input or an unsafe output: one line naming the file."""
+
+
+def read_table(path: Path) -> pd.DataFrame:
+    try:
+        return pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        raise CompareError(f"{path}: empty, no header row (expected a CSV table with a header)") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as e:
+        raise CompareError(f"{path}: not a readable CSV table ({one_line(e)})") from None
+
+
+def read_claims(path: Path) -> pd.DataFrame:
+    df = read_table(path)
+    missing = [c for c in CLAIM_COLUMNS if c not in df.columns]
+    if missing:
+        raise CompareError(f"{path}: no column {missing[0]!r} (a claims table has the columns "
+                           f"{', '.join(CLAIM_COLUMNS)})")
+    return df
+
+
+def one_line(text) -> str:
+    """Text on one line without control characters (a verdict or error printed or put in a cell)."""
+    return re.sub(r"[\x00-\x1f\x7f]+", " ", str(text)).strip()
 
 
 def compared_columns(df: pd.DataFrame) -> list[str]:
@@ -56,6 +104,25 @@ def compared_columns(df: pd.DataFrame) -> list[str]:
 
 def _plain(v):
     return v.item() if hasattr(v, "item") else v   # numpy scalars print as plain numbers
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def versus(ref, yours) -> str:
+    """'<ref> in the reference vs <yours> here', with as many digits as tell them apart, and the
+    difference relative to the reference's value."""
+    a, b = _plain(ref), _plain(yours)
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b)) or pd.isna(a) or pd.isna(b):
+        return f"{a!r} in the reference vs {b!r} here"
+    sa, sb = repr(a), repr(b)
+    for digits in range(4, 18):
+        if f"{a:.{digits}g}" != f"{b:.{digits}g}":
+            sa, sb = f"{a:.{digits}g}", f"{b:.{digits}g}"
+            break
+    rel = f", relative {(b - a) / abs(a):+.2g}" if a != 0 else ""
+    return f"{sa} in the reference vs {sb} here (difference {b - a:+.3g}{rel})"
 
 
 def exact_differences(a: pd.DataFrame, b: pd.DataFrame) -> list[str]:
@@ -70,12 +137,8 @@ def exact_differences(a: pd.DataFrame, b: pd.DataFrame) -> list[str]:
         if not same.all():
             rows = list(same[~same].index[:3])
             out.append(f"column {col!r}: {int((~same).sum())} row(s) differ, e.g. row {rows[0]}: "
-                       f"{_plain(a[col][rows[0]])!r} in the reference vs {_plain(b[col][rows[0]])!r} here")
+                       + versus(a[col][rows[0]], b[col][rows[0]]))
     return out
-
-
-def _fmt(x: float) -> str:
-    return f"{x:.4g}"
 
 
 class Cells:
@@ -87,9 +150,9 @@ class Cells:
 
     def add(self, where: str, mr, sr, nr, ml, sl, nl) -> None:
         if nr < 2 or nl < 2:
-            self.broken.append(f"{where}: {_fmt(mr)} in the reference vs {_fmt(ml)} here, one seed: no spread to judge by")
+            self.broken.append(f"{where}: {versus(mr, ml)}, one seed: only bit-identity can be judged (no spread)")
         elif sr == 0 and sl == 0:
-            self.broken.append(f"{where}: {_fmt(mr)} in the reference vs {_fmt(ml)} here, the same in every seed")
+            self.broken.append(f"{where}: {versus(mr, ml)}, the same in every seed")
         else:
             self.tests.append((where, mr, sr, nr, ml, sl, nl))
 
@@ -97,11 +160,16 @@ class Cells:
         """The tested cells whose difference the seeds do not explain, Bonferroni over `cells`."""
         out = []
         for where, mr, sr, nr, ml, sl, nl in self.tests:
-            half = stats.t.ppf(1 - level / 2 / max(cells, 1), nr + nl - 2) * math.sqrt(sr**2 / nr + sl**2 / nl)
+            half = half_width(sr, nr, sl, nl, cells, level)
             if abs(ml - mr) > half:
-                out.append(f"{where}: mean {_fmt(ml)} here vs {_fmt(mr)} in the reference, "
-                           f"difference {_fmt(ml - mr)} outside +-{_fmt(half)}")
+                out.append(f"{where}: mean {versus(mr, ml)}, outside +-{_fmt(half)}")
         return out
+
+
+def half_width(sr: float, nr: int, sl: float, nl: int, cells: int, level: float = 0.05) -> float:
+    """How far two means of seeds may lie apart by chance: the two-sided t quantile at `level`,
+    Bonferroni over `cells`, times the standard error of their difference."""
+    return stats.t.ppf(1 - level / 2 / max(cells, 1), nr + nl - 2) * math.sqrt(sr**2 / nr + sl**2 / nl)
 
 
 def _group_name(keys: tuple, names: list[str]) -> str:
@@ -166,7 +234,7 @@ def mean_cells(ref: pd.DataFrame, loc: pd.DataFrame, triples, label_cols) -> tup
             if mr == ml and ref[s].iloc[i] == loc[s].iloc[i]:
                 continue
             if pd.isna(mr) or pd.isna(ml):
-                cells.broken.append(f"{base} [{name}]: {mr} in the reference vs {ml} here")
+                cells.broken.append(f"{base} [{name}]: {versus(mr, ml)}")
                 continue
             cells.add(f"{base} [{name}]", mr, ref[s].iloc[i], int(ref[n].iloc[i]), ml, loc[s].iloc[i], int(loc[n].iloc[i]))
     return cells, count
@@ -203,97 +271,187 @@ def judge_table(ref: pd.DataFrame, loc: pd.DataFrame, each_row: bool = False) ->
     return ("different", out) if out else ("within seed noise", [])
 
 
+def claim_keys(df: pd.DataFrame) -> list[tuple[str, str]]:
+    return list(zip(df["paper"].astype(str), df["id"].astype(str)))
+
+
+def untested(df: pd.DataFrame) -> pd.Series:
+    """The claims a tier that did not run would have tested (analysis/claims.py's verdict for them)."""
+    return df["verdict"].astype(str).str.startswith(UNTESTED)
+
+
+def judge_claims_table(ref: pd.DataFrame, loc: pd.DataFrame) -> tuple[str, list[str]]:
+    """A claims table: the claims a tier did not run on either side left out, the rest judged."""
+    skip = {k for df in (ref, loc) for k, out in zip(claim_keys(df), untested(df)) if out}
+    if not skip:
+        return judge_table(ref, loc, each_row=True)
+    kept = [df[[k not in skip for k in claim_keys(df)]].reset_index(drop=True) for df in (ref, loc)]
+    outcome, why = judge_table(*kept, each_row=True)
+    mine, theirs = int(untested(loc).sum()), int(untested(ref).sum())
+    note = (f"judged on the {len(kept[1])} claims this tier ran; {mine} not run in this tier ({PAPER_TIER})" if mine
+            else f"judged on the {len(kept[1])} claims both ran")
+    note += f"; {theirs} not run in the reference's tier" if theirs else ""
+    return outcome, [note, *why]
+
+
 def tables(folder: Path) -> set[Path]:
     return {p.relative_to(folder) for p in folder.rglob("*.csv")
             if p.relative_to(folder).parts[0] not in NOT_TABLES and p.name != "comparison.csv"}
 
 
-def compare_tables(ref_dir: Path, loc_dir: Path) -> list[dict]:
+def paper_tier_figures(scale: str, replications: Path = ROOT / "replications") -> set[tuple[str, str]]:
+    """(paper, figure) of every paper-tier figure: the default tier makes none of their tables."""
+    try:
+        plan = load_plan(replications, scale)
+    except ExperimentsError as e:
+        raise CompareError(f"{replications}: cannot tell the paper tier's tables ({one_line(e)[:300]})") from None
+    return {pf for pf, tier in plan.tier_of.items() if tier == "paper"}
+
+
+def of_figures(rel: Path, figures: set[tuple[str, str]]) -> bool:
+    """Whether a table (relative to results/<scale>/) belongs to one of `figures`."""
+    return (rel.parent.name, re.sub(r"_(curves|values|paper)$", "", rel.stem)) in figures
+
+
+def tiers_run(loc_dir: Path, paper_figures: set[tuple[str, str]]) -> list[str]:
+    """The tiers your results hold: the paper tier where one of its tables or claims is there."""
+    claims = loc_dir / "claims.csv"
+    paper = any(of_figures(t, paper_figures) for t in tables(loc_dir)) or (
+        claims.exists() and "tier" in (df := read_claims(claims)).columns and bool((df["tier"] == "paper").any()))
+    return ["default", "paper"] if paper else ["default"]
+
+
+def absent_reason(rel: Path, results: Path, scale: str) -> str:
+    """Why a table the reference has is not in yours."""
+    if rel.parts[0] == "frontier":
+        return ("the frontier is a target of its own, not in make replicate: snakemake --profile env/profiles/local "
+                f"--cores 2 --config results={results} {results}/{scale}/frontier/frontier.md")
+    return f"not made by this run (a run with TARGETS= makes only those; a failed rule: see {results}/{scale}/logs/)"
+
+
+def compare_tables(ref_dir: Path, loc_dir: Path, paper_figures: set[tuple[str, str]] = frozenset(),
+                   tiers: tuple[str, ...] = ("default", "paper")) -> list[dict]:
     rows = []
     ref_tables, loc_tables = tables(ref_dir), tables(loc_dir)
+    results, scale = loc_dir.parent, loc_dir.name
     for rel in sorted(ref_tables | loc_tables):
+        row = {"kind": "table", "name": one_line(rel)}
         if rel not in loc_tables:
-            rows.append({"kind": "table", "name": str(rel), "outcome": "not regenerated", "detail": ""})
+            if "paper" not in tiers and of_figures(rel, paper_figures):
+                rows.append({**row, "outcome": NOT_IN_TIER, "detail": f"a paper-tier figure's table: {PAPER_TIER}"})
+            else:
+                rows.append({**row, "outcome": "not regenerated", "detail": absent_reason(rel, results, scale)})
         elif rel not in ref_tables:
-            rows.append({"kind": "table", "name": str(rel), "outcome": "missing",
-                         "detail": "not in the reference"})
+            rows.append({**row, "outcome": "missing", "detail": "not in the reference"})
         else:
-            ref, loc = pd.read_csv(ref_dir / rel), pd.read_csv(loc_dir / rel)
-            outcome, why = judge_table(ref, loc, each_row=rel.name == "claims.csv")
-            rows.append({"kind": "table", "name": str(rel), "outcome": outcome, "detail": "; ".join(why[:3])
+            if rel.name == "claims.csv":
+                outcome, why = judge_claims_table(read_claims(ref_dir / rel), read_claims(loc_dir / rel))
+            else:
+                outcome, why = judge_table(read_table(ref_dir / rel), read_table(loc_dir / rel))
+            rows.append({**row, "outcome": outcome, "detail": "; ".join(why[:3])
                          + (f"; ... {len(why) - 3} more" if len(why) > 3 else "")})
     return rows
 
 
 def verdict_head(v) -> str:
     """A verdict's first clause ('holds', 'not in the paper's regime', ...), without its reason."""
-    return "" if pd.isna(v) else str(v).split(":", 1)[0]
+    return "" if pd.isna(v) else one_line(str(v).split(":", 1)[0])
 
 
 def effect_text(row) -> str:
-    if pd.isna(row["effect_mean"]):
+    if pd.isna(row.get("effect_mean")):
         return ""
-    return f"{_fmt(row['effect_mean'])} [{_fmt(row['interval_low'])}, {_fmt(row['interval_high'])}]"
+    low, high = (row.get(c, math.nan) for c in ("interval_low", "interval_high"))
+    return f"{_fmt(row['effect_mean'])} [{_fmt(low)}, {_fmt(high)}]"
+
+
+def same_verdict(ref, yours) -> bool:
+    """Whether two verdicts say the same: equal, or the same first clause (their reasons may differ)."""
+    return str(ref) == str(yours) or verdict_head(ref) == verdict_head(yours)
 
 
 def compare_claims(ref_csv: Path, loc_csv: Path) -> list[dict]:
     """Every claim of the combined claims table: its outcome and both verdicts, side by side."""
     if not (ref_csv.exists() and loc_csv.exists()):
         return []
-    ref, loc = pd.read_csv(ref_csv), pd.read_csv(loc_csv)
-    mine = {(r["paper"], r["id"]): i for i, r in loc.iterrows()}
+    ref, loc = read_claims(ref_csv), read_claims(loc_csv)
+    mine = dict(zip(claim_keys(loc), range(len(loc))))
+    theirs = set(claim_keys(ref))
     rows = []
-    for i, r in ref.iterrows():
-        key = (r["paper"], r["id"])
-        base = {"kind": "claim", "name": f"{key[0]} {key[1]}", "reference": verdict_head(r["verdict"]),
+    for i, key in enumerate(claim_keys(ref)):
+        r = ref.iloc[i]
+        base = {"kind": "claim", "name": one_line(f"{key[0]} {key[1]}"), "reference": verdict_head(r["verdict"]),
                 "reference_effect": effect_text(r)}
         if key not in mine:
-            rows.append({**base, "outcome": "not regenerated", "yours": "", "your_effect": "", "detail": ""})
+            rows.append({**base, "outcome": "not regenerated", "yours": "", "your_effect": "",
+                         "detail": "not in your claims table"})
             continue
-        l = loc.loc[mine[key]]
-        if str(l["verdict"]).startswith("not tested in this tier"):   # a paper-tier claim: make replicate TIER=paper
-            rows.append({**base, "outcome": "not in this tier", "yours": verdict_head(l["verdict"]), "your_effect": "",
-                         "detail": ""})
+        l = loc.iloc[mine[key]]
+        if str(l["verdict"]).startswith(UNTESTED):   # a paper-tier claim the default tier did not run
+            rows.append({**base, "outcome": NOT_IN_TIER, "yours": verdict_head(l["verdict"]), "your_effect": "",
+                         "detail": PAPER_TIER})
             continue
-        outcome, why = judge_table(ref.iloc[[i]].reset_index(drop=True), loc.loc[[mine[key]]].reset_index(drop=True),
+        outcome, why = judge_table(ref.iloc[[i]].reset_index(drop=True), loc.iloc[[mine[key]]].reset_index(drop=True),
                                    each_row=True)
         rows.append({**base, "outcome": outcome, "yours": verdict_head(l["verdict"]), "your_effect": effect_text(l),
-                     "verdict": "same" if str(l["verdict"]) == str(r["verdict"]) or
-                     verdict_head(l["verdict"]) == verdict_head(r["verdict"]) else "changed",
+                     "verdict": "same" if same_verdict(r["verdict"], l["verdict"]) else "changed",
                      "detail": "; ".join(why[:2])})
+    for key in claim_keys(loc):
+        if key not in theirs:
+            rows.append({"kind": "claim", "name": one_line(f"{key[0]} {key[1]}"), "outcome": "missing", "reference": "",
+                         "reference_effect": "", "yours": verdict_head(loc.iloc[mine[key]]["verdict"]),
+                         "your_effect": effect_text(loc.iloc[mine[key]]), "detail": "not in the reference"})
     return rows
 
 
 def machines(folder: Path) -> list[str]:
     """The machines a results folder was made on: its runs' manifests, else its machine.json."""
     manifests = sorted(folder.glob("runs/*/manifest.json"))
-    if manifests:
-        return describe(summarize(manifests))
-    if (folder / "machine.json").exists():
-        return describe(json.loads((folder / "machine.json").read_text()).get("machines", []))
+    path = folder / "machine.json"
+    try:
+        if manifests:
+            return describe(summarize(manifests))
+        if path.exists():
+            return describe(json.loads(path.read_text()).get("machines", []))
+    except (json.JSONDecodeError, AttributeError) as e:
+        where = path if not manifests else f"{folder}/runs/*/manifest.json"
+        raise CompareError(f"{where}: not a machine record ({one_line(e)})") from None
     return []
 
 
-def markdown(rows: list[dict], ref_root: Path, loc_root: Path, scale: str) -> str:
+def md_cell(v) -> str:
+    """A Markdown table cell: one line, its `|` escaped."""
+    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else one_line(v).replace("|", r"\|")
+
+
+def csv_cell(v):
+    """A CSV cell a spreadsheet will not run: text starting with = + - @ gets a leading '."""
+    return f"'{v}" if isinstance(v, str) and v[:1] in ("=", "+", "-", "@") else v
+
+
+def markdown(rows: list[dict], ref_root: Path, loc_root: Path, scale: str, tiers: list[str]) -> str:
     t = [r for r in rows if r["kind"] == "table"]
     c = [r for r in rows if r["kind"] == "claim"]
     lines = [f"# Your replication ({loc_root}/{scale}) beside the reference ({ref_root}/{scale})", "",
              "Outcomes and how they are judged: `workflows/compare.py` (timing columns left out; within seed",
              "noise: a two-sample t interval per metric and group of seeds at 95%, Bonferroni over each table's",
-             "cells; each claim's effect at 95%).", "", "## Machines", ""]
+             "cells; each claim's effect at 95%; with one seed only bit-identity can be judged).", "",
+             f"Tiers run: {', '.join(tiers)}." + ("" if "paper" in tiers else
+                                                    f" The paper tier's tables and claims: `{PAPER_TIER}`."),
+             "", "## Machines", ""]
     for name, folder in (("reference", ref_root / scale), ("yours", loc_root / scale)):
         found = machines(folder)
-        lines.append(f"- {name}: " + ("; ".join(found) if found else
+        lines.append(f"- {name}: " + ("; ".join(md_cell(m) for m in found) if found else
                                       "not recorded (no runs/ and no machine.json in this folder)"))
     lines += ["", f"## Claims ({summary(c)})", "",
               "| claim | outcome | reference verdict | your verdict | verdict | reference effect [interval] "
               "| your effect [interval] |", "|---|---|---|---|---|---|---|"]
     for r in c:
-        lines.append(f"| {r['name']} | {r['outcome']} | {r['reference']} | {r['yours']} | {r.get('verdict', '')} "
-                     f"| {r['reference_effect']} | {r['your_effect']} |")
+        lines.append("| " + " | ".join(md_cell(r.get(k, "")) for k in ("name", "outcome", "reference", "yours", "verdict",
+                                                                         "reference_effect", "your_effect")) + " |")
     lines += ["", f"## Tables ({summary(t)})", "", "| table | outcome | why |", "|---|---|---|"]
     for r in t:
-        lines.append(f"| `{r['name']}` | {r['outcome']} | {r['detail'].replace('|', '/')} |")
+        lines.append(f"| `{md_cell(r['name'])}` | {r['outcome']} | {md_cell(r['detail'])} |")
     return "\n".join(lines) + "\n"
 
 
@@ -302,11 +460,59 @@ def summary(rows: list[dict]) -> str:
     return ", ".join(f"{n[o]} {o}" for o in OUTCOMES if n[o])
 
 
+def _listed(names: list[str], shown: int = SHOWN) -> str:
+    return ", ".join(names[:shown]) + (f", ... {len(names) - shown} more" if len(names) > shown else "")
+
+
+def closing_summary(rows: list[dict], ref_dir: Path, loc_dir: Path, tiers: list[str], md: Path) -> list[str]:
+    """What make replicate ends with, on one screen: the tiers, the counts, each table that differs
+    and each claim whose verdict changed, named; the rest is in comparison.md."""
+    t = [r for r in rows if r["kind"] == "table"]
+    c = [r for r in rows if r["kind"] == "claim"]
+    out = [f"your results: {loc_dir}/ beside the reference {ref_dir}/ (untouched)",
+           f"tiers run: {', '.join(tiers)}"
+           + ("" if "paper" in tiers else f" (the paper tier's tables and claims: {PAPER_TIER})"),
+           f"tables: {summary(t) or 'none'}"]
+    different = [r for r in t if r["outcome"] == "different"]
+    out += [f"  different: {r['name']}: {r['detail'][:300]}" for r in different[:SHOWN]]
+    if len(different) > SHOWN:
+        out.append(f"  different, also: {_listed([r['name'] for r in different[SHOWN:]])}")
+    by_reason: dict[str, list[str]] = {}
+    for r in t:
+        if r["outcome"] == "not regenerated":
+            by_reason.setdefault(r["detail"], []).append(r["name"])
+    out += [f"  not regenerated: {_listed(names, 3)}: {reason}" for reason, names in by_reason.items()]
+    if c:
+        changed = [r for r in c if r.get("verdict") == "changed"]
+        out.append(f"claims: {summary(c)}; verdict changed in {len(changed)}")
+        out += [f"  {r['name']}: {r['reference']} (reference) -> {r['yours']} (yours)" for r in changed[:SHOWN]]
+        if len(changed) > SHOWN:
+            out.append(f"  changed, also: {_listed([r['name'] for r in changed[SHOWN:]], len(changed))}")
+    out.append(f"comparison, with both verdicts of every claim side by side: {md} (and comparison.csv)")
+    return out
+
+
+def write_outputs(loc_dir: Path, md_text: str, table: pd.DataFrame) -> None:
+    """comparison.md and .csv, each written whole (a temp file renamed over it), never through a link."""
+    md, csv = loc_dir / "comparison.md", loc_dir / "comparison.csv"
+    for path in (md, csv):
+        if path.is_symlink():
+            raise CompareError(f"{path}: a symbolic link (to {path.readlink()}): not written through; "
+                               "remove it and run again")
+    try:
+        atomic_write_text(md, md_text)
+        atomic_write_text(csv, table.map(csv_cell).to_csv(index=False))
+    except WriteError as e:
+        raise CompareError(str(e)) from None
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--results", type=Path, required=True, help="your results root (e.g. results-local)")
     p.add_argument("--reference", type=Path, default=ROOT / "results", help="the committed results root")
     p.add_argument("--scale", default="embedded")
+    p.add_argument("--replications", type=Path, default=ROOT / "replications",
+                   help="the papers' experiments.yaml (which figures are in the paper tier)")
     args = p.parse_args(argv)
     ref_dir, loc_dir = args.reference / args.scale, args.results / args.scale
     if ref_dir.resolve() == loc_dir.resolve():
@@ -316,18 +522,16 @@ def main(argv=None) -> int:
         if not d.is_dir():
             print(f"compare: {d}: no such folder", file=sys.stderr)
             return 2
-    rows = compare_tables(ref_dir, loc_dir) + compare_claims(ref_dir / "claims.csv", loc_dir / "claims.csv")
-    md, csv = loc_dir / "comparison.md", loc_dir / "comparison.csv"
-    md.write_text(markdown(rows, args.reference, args.results, args.scale))
-    pd.DataFrame(rows).to_csv(csv, index=False)
-    claims = [r for r in rows if r["kind"] == "claim"]
-    print(f"your results: {loc_dir}/ (the reference {ref_dir}/ is untouched)")
-    print(f"tables: {summary([r for r in rows if r['kind'] == 'table'])}")
-    if claims:
-        changed = [r for r in claims if r.get("verdict") == "changed"]
-        print(f"claims: {summary(claims)}; verdict changed in {len(changed)}"
-              + "".join(f"\n  {r['name']}: {r['reference']} (reference) -> {r['yours']} (yours)" for r in changed))
-    print(f"comparison, with both verdicts of every claim side by side: {md} (and {csv.name})")
+    try:   # everything read and judged before anything is written
+        paper_figures = paper_tier_figures(args.scale, args.replications)
+        tiers = tiers_run(loc_dir, paper_figures)
+        rows = (compare_tables(ref_dir, loc_dir, paper_figures, tuple(tiers))
+                + compare_claims(ref_dir / "claims.csv", loc_dir / "claims.csv"))
+        write_outputs(loc_dir, markdown(rows, args.reference, args.results, args.scale, tiers), pd.DataFrame(rows))
+    except CompareError as e:
+        print(f"compare: {e}", file=sys.stderr)
+        return 2
+    print("\n".join(closing_summary(rows, ref_dir, loc_dir, tiers, loc_dir / "comparison.md")))
     return 0
 
 
