@@ -412,3 +412,15 @@ def test_stamp_tables_marks_every_csv_and_markdown_once_and_readers_still_read_t
     assert stamp_tables(tmp_path, [("sun2016", "cifar10")]) == 0
     assert {f.name: f.read_text() for f in d.iterdir()} == text
 
+
+
+def test_the_committed_rehearsal_tables_carry_the_stamp():
+    """Every CSV and Markdown file beside a rehearsal figure says it is a rehearsal (issue 42: only
+    the PNGs did)."""
+    import pandas as pd
+    from rehearsal import STAMP
+    full = ROOT / "results" / "rehearsal" / "full"
+    csvs, mds = sorted(full.glob("*/*.csv")), sorted(full.glob("*/*.md"))
+    assert len(csvs) >= 70 and len(mds) >= 35
+    assert [f for f in csvs if not (pd.read_csv(f).get("stamp", pd.Series([None])) == STAMP).all()] == []
+    assert [f for f in mds if "Rehearsal: not a result" not in f.read_text()] == []
