@@ -25,6 +25,9 @@ TARGETS: dict[str, dict] = {
     "analysis/regime.py": {"tests": ["test_regime.py", "test_decision_rules.py", "test_claims.py", "test_claims_summary.py"]},
     "analysis/comm_identity.py": {"tests": ["test_comm_identity_contract.py", "test_regime.py", "test_claims_summary.py"],
                                   "k": "identit or claims"},
+    # make replicate's comparison (issue 42 s.3): its tests on small tables in the real formats (seconds); the
+    # machine-record test there reaches codist.runlog, not compare.py
+    "workflows/compare.py": {"tests": ["test_compare.py"], "k": "not records_the_machine"},
     "src/codist/rank/distill.py": {"tests": ["test_distill.py"]},
     "src/codist/rank/optim.py": {"tests": ["test_schedule.py"]},
     # the byte formulas at p = 3, 4, every hook, unseen calls and the summary on one forked 4-rank world
