@@ -44,9 +44,11 @@ WARMUP_UPDATES = 3      # first updates: allocator, lazy init, oneDNN primitive 
 # Batches about to be used that no committed plan trains yet, each with its reason; a workload the
 # plan does not train at all is measured from its embedded preset (replications/presets/embedded/).
 EXTRA_BATCHES = {
-    "lm": {512: "issue 37's Anil sync arm past the critical batch: >= 4 x B_crit, B_crit ~145 in the pilot "
-                "(replications/anil2018/pilots/critical_batch.csv; to be re-measured quietly)",
-           1024: "issue 37's Anil sync arm if the quiet re-measure puts B_crit near 250"},
+    "lm": {512: "issue 37's Anil sync arm: >= 4 x B_crit with the step-count fit's B_crit ~145 "
+                "(replications/anil2018/pilots/critical_batch.csv)",
+           1024: "issue 37's Anil sync arm, B_crit ~250",
+           4096: "issue 37's Anil sync arm if the critical batch is near the gradient noise scale, ~1,000-1,400 "
+                 "at the claims' losses (replications/anil2018/pilots/noise_scale.csv)"},
     "translation": {32: "the embedded preset (Sodhani fig5 and sec4 are not run at this scale yet: issue 37's pilots)"},
 }
 # Workload keys that change the data set's size or draw, not the cost of an update: rows differing only
