@@ -413,9 +413,9 @@ def planned_dictionaries(cfg: RunConfig, throughput: Path = THROUGHPUT) -> tuple
 def planned_size(cfg: RunConfig, dictionaries: tuple[int, int]) -> tuple[int, int, int]:
     """(parameters, floats of the exchanged state, BatchNorm statistics) of a translation run's
     planned model: built on the meta device (no memory) with the planned dictionaries, where the
-    rehearsal's model_0.pt has the miniature root's (1,264 and 792 types: 18% and 8.5% fewer
-    parameters than Transformer-big on WMT'16 and IWSLT'14). Counted as model_size counts a saved
-    model (tied tensors once, persistent buffers: what an exchange sends)."""
+    rehearsal's model_0.pt has the miniature root's (1,264 joined types for WMT'16, 792 in both of
+    IWSLT'14's: the planned Transformer-big has 18% and 8.5% more parameters). Counted as model_size
+    counts a saved model (tied tensors once, persistent buffers: what an exchange sends)."""
     import torch
     from codist.algorithms.state import norm_statistics, state_tensors
     from codist.workloads.translation import TranslationWorkload
