@@ -1,5 +1,5 @@
-"""`codist --help` lists every subcommand and the exit codes, the same table as README's "Exit
-codes" and the same numbers as the code returns; `codist --version` is the installed package's.
+"""`codist --help` lists every subcommand and the exit codes, the same table as docs/usage.md's
+"Exit codes" and the same numbers as the code returns; `codist --version` is the installed package's.
 Run as a user would: the installed `codist` entry point, in a subprocess."""
 from __future__ import annotations
 
@@ -49,9 +49,9 @@ def test_the_exit_codes_are_the_codes_the_code_returns():
     assert bad.returncode == 2 and bad.stderr.startswith("codist: "), bad.stderr   # bad input: 2
 
 
-def test_the_readme_table_is_the_help_table():
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("### Exit codes", 1)[1].split("\n#", 1)[0]
+def test_the_usage_docs_table_is_the_help_table():
+    usage = (ROOT / "docs" / "usage.md").read_text()
+    section = usage.split("\n## Exit codes\n", 1)[1].split("\n#", 1)[0]
     rows = re.findall(r"^\| `?([0-9+N]+)`? \| (.+) \|$", section, re.M)
     assert rows == [(code, meaning) for code, meaning in EXIT_CODES]
 

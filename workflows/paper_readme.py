@@ -67,7 +67,7 @@ def readme(spec: Paper) -> str:
              "",
              "What we run for each figure, at each scale, the paper's numbers with their sources, and the claims",
              "with their regime checks: [`experiments.yaml`](experiments.yaml). Outputs go to",
-             f"`results/<scale>/{p}/` (README \"Naming\"): `<figure>.png`, `.csv`, `.md`, `_curves.csv`, and for",
+             f"`results/<scale>/{p}/` ([naming](../../docs/usage.md#naming)): `<figure>.png`, `.csv`, `.md`, `_curves.csv`, and for",
              "tables `_paper.csv` (the paper's numbers beside ours); the claims with their verdicts are",
              f"`results/<scale>/{p}/claims.md` ([embedded](../../results/embedded/{p}/claims.md)).",
              "",
@@ -80,8 +80,8 @@ def readme(spec: Paper) -> str:
     for fig_id in spec.figures:
         lines += figure_section(spec, fig_id)
     lines += [f"## Claims ({len(spec.claims)})", "",
-              "Each compares two series of one figure on the paper's basis (README \"Comparison bases\");",
-              "the verdict rule and the regime checks: README \"Claims\".", ""]
+              "Each compares two series of one figure on the paper's basis ([comparison bases](../../docs/claims.md#comparison-bases));",
+              "the verdict rule and the regime checks: [claims](../../docs/claims.md#claims-regime-checks-then-the-verdict-rule).", ""]
     lines += claims_table(spec)
     return "\n".join(lines) + "\n"
 
