@@ -47,8 +47,8 @@ def test_the_compact_table_has_every_claim_in_one_short_line():
     assert table[0] == "| paper | claim | paper's number | ours [one-sided 95% bounds] | verdict |"
     assert len(table) == 2 + len(df)
     assert all(len(line) < 400 for line in table), max(table, key=len)
-    line = next(x for x in table if "`speed-cifar10-K4`" in x)   # a censored speedup: its upper bound only
-    assert "0.83 [none, 1.13]" in line and "not in the paper's regime (4 of 5 regime checks pass, paper tier)" in line
+    line = next(x for x in table if "`speed-cifar10-K4`" in x)   # a censored speedup: its upper bound only (issue 41: no longer withheld by the 0.8-of-MA-DNN check)
+    assert "0.83 [none, 1.13]" in line and "inconclusive (4 of 4 regime checks pass, paper tier)" in line
     line = next(x for x in table if "`fig2a-loss`" in x)
     assert "not in the paper's regime (2 of 4 regime checks pass)" in line
 
