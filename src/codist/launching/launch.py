@@ -100,12 +100,43 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+EXTENSIONS = "TORCH_EXTENSIONS_DIR"   # where torch.utils.cpp_extension builds DeepSpeed's JIT ops
+
+
+def extensions_dir(environ: Mapping[str, str]) -> tuple[Path, bool]:
+    """The folder DeepSpeed's ops are built in, and whether the user chose it: $TORCH_EXTENSIONS_DIR,
+    else codist's cache ($XDG_CACHE_HOME/codist/torch_extensions, ~/.cache/codist/torch_extensions)."""
+    if environ.get(EXTENSIONS):
+        return Path(environ[EXTENSIONS]), True
+    cache = environ.get("XDG_CACHE_HOME") or str(Path(environ.get("HOME") or Path.home()) / ".cache")
+    return Path(cache) / "codist" / "torch_extensions", False
+
+
+def check_extensions_dir(environ: Mapping[str, str], device: str) -> None:
+    """On a CPU every rank loads DeepSpeed's CPU communication op, built (once) in `extensions_dir`:
+    a folder that cannot be written (a read-only HOME) is one line here, not DeepSpeed's traceback
+    from every rank. (On a GPU codist builds no op.)"""
+    if device != "cpu":
+        return
+    path, chosen = extensions_dir(environ)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise PermissionError(f"{path}: this user may not write it")
+    except OSError as e:
+        whose = f"{EXTENSIONS}" if chosen else f"codist's default {EXTENSIONS} (under XDG_CACHE_HOME or HOME)"
+        raise ConfigError(f"{whose} {str(path)!r} cannot be written ({e.strerror or e}): DeepSpeed builds its "
+                          f"CPU communication op there; set {EXTENSIONS} to a writable folder") from None
+
+
 def launch_env(cfg: RunConfig, device: str, threads: int, launched_unix: float | None = None) -> dict[str, str]:
     """The ranks' environment: threads and device (codist.rank_env), the launcher's name, when the
-    launch began, and this process as the ranks' owner (they stop without it: codist.owner)."""
+    launch began, this process as the ranks' owner (they stop without it: codist.owner), and where
+    DeepSpeed builds its ops (`extensions_dir`: the user's choice kept)."""
     env = rank_env(os.environ, threads, device)
     env.update({"CODIST_LAUNCHER": cfg.launch.launcher, "CODIST_LAUNCH_UNIX": repr(launched_unix or time.time())})
     env.update(owner_env())
+    env[EXTENSIONS] = str(extensions_dir(env)[0])
     return env
 
 
@@ -123,6 +154,7 @@ def run(cfg: RunConfig, out: str | os.PathLike, launched_unix: float | None = No
     device = resolve_device(cfg)
     check_fits(cfg, device)
     check_inputs(cfg)
+    check_extensions_dir(os.environ, device)
     out = Path(out).resolve()
     rundir = RunDir(out, os.getpid())
     try:
