@@ -143,12 +143,14 @@ class RegimeCheck(Quantity):
     min: Optional[float] = None
     max: Optional[float] = None
     over: Optional[Quantity] = None
-    noise: bool = False   # a test at the seeds' noise (last_gain, gain_over): analysis/regime.py
+    noise: bool = False   # a test at the seeds' noise (last_gain, gain_over, value): analysis/regime.py
 
     @model_validator(mode="after")
     def _noise(self):
-        if self.noise and (self.quantity not in ("last_gain", "gain_over") or self.over is not None):
-            raise ValueError(f"regime check {self.check!r}: noise: only a last_gain or gain_over without `over`")
+        if self.noise and (self.quantity not in ("last_gain", "gain_over", "value")
+                           or (self.over is not None and (self.quantity, self.over.quantity) != ("value", "value"))):
+            raise ValueError(f"regime check {self.check!r}: noise: only a last_gain, gain_over or value, and `over` "
+                             f"only as a ratio of two values")
         return self
 
     @model_validator(mode="after")

@@ -234,9 +234,26 @@ def test_a_noise_check_fails_only_when_the_seeds_show_the_bound_is_passed():
     assert noise_check(sun, noise=True, max=None, min=0.04)[0] is False
 
 
-def test_a_noise_check_is_only_for_per_seed_gains():
-    with pytest.raises(ValueError, match="noise: only a last_gain or gain_over"):
-        RegimeCheck.model_validate({"check": "c", "source": "s", "quantity": "value", "max": 1, "noise": True})
-    with pytest.raises(ValueError, match="noise: only a last_gain or gain_over"):
+def test_a_noise_check_is_only_for_per_seed_quantities():
+    with pytest.raises(ValueError, match="noise: only a last_gain, gain_over or value"):
+        RegimeCheck.model_validate({"check": "c", "source": "s", "quantity": "difference", "max": 1, "noise": True})
+    with pytest.raises(ValueError, match="noise: only a last_gain, gain_over or value"):
         RegimeCheck.model_validate({"check": "c", "source": "s", "quantity": "last_gain", "max": 1, "noise": True,
                                     "over": {"quantity": "difference"}})
+
+
+def test_a_noise_ratio_is_taken_per_seed():
+    """A value over another value, per seed: Sun's plateau ratio at K = 4 (issue 41: per-seed 0.86, 0.859,
+    1.003; the mean of the ratios, and its t interval, not the ratio of the means)."""
+    from scipy import stats as st
+    ratios = [0.86, 0.859, 1.003]
+    table = pd.DataFrame([{"series": s, "seed": seed, "model": "0", "step": 100, "val_accuracy": v}
+                          for seed, r in enumerate(ratios) for s, v in (("m", 0.5 * r), ("p", 0.5))])
+    check = RegimeCheck.model_validate({"check": "near the plateau", "source": "s", "quantity": "value", "series": "m",
+                                        "min": 0.9, "noise": True, "over": {"quantity": "value", "series": "p"}})
+    ok, text, _ = regime.check(check, CLAIM, None, lambda fig: (MANIFEST, table))
+    mean = sum(ratios) / 3
+    sd = (sum((r - mean) ** 2 for r in ratios) / 2) ** 0.5
+    high = mean + st.t.ppf(0.95, 2) * sd / 3 ** 0.5
+    assert ok and f"{mean:.4g} [" in text and f", {high:.4g}] over 3 seeds" in text
+    assert regime.check(check.model_copy(update={"min": 1.05}), CLAIM, None, lambda fig: (MANIFEST, table))[0] is False
