@@ -122,7 +122,7 @@ budget: $(STAMP)
 # codist's own loop on the GPU (benchmarks/gpu_codist_check.py: per workload family a 2-rank
 # codist run over NCCL, codistillation / EC-DNN exchanges, evaluation, stop checks, a checkpoint,
 # SIGTERM and the resume; one model of one rank with a single GPU), then every full-scale model's
-# fp32/bf16 throughput and peak memory on one GPU (benchmarks/gpu_check.py,
+# tf32/bf16 throughput and peak memory on one GPU (benchmarks/gpu_check.py,
 # results/bench/gpu_throughput.csv) and the NCCL checks with >= 2 GPUs, then the tests marked cuda.
 # On a CPU-only machine the same script runs tiny runs on the CPU and says so (~1-2 min).
 gpu-check: $(STAMP)
@@ -133,12 +133,13 @@ gpu-check: $(STAMP)
 # every full-scale data set (codist data fake), then every run `snakemake --config scale=full` plans,
 # through the same workflow with `rehearsal=true`: its full-scale model, optimizer, schedule, precision
 # and algorithm on the CPU for a few updates (periods, ranks per group, per-rank batch, ImageNet's validation
-# slice and the launch section shrunk, each shrink recorded), then the ledger results/rehearsal/full/runs.csv.
-# RUNS="id ..." runs only those (the ledger still lists every planned run). Each run's time is the
+# slice and the launch section shrunk, each shrink recorded), then the ledger: results/rehearsal/full/runs.local.csv
+# (git-ignored, starting from the committed rows); REFERENCE=1 writes the committed runs.csv. It prints how many
+# rows it measured now and how many it carried. RUNS="id ..." runs only those (the ledger still lists every planned run). Each run's time is the
 # ledger's job_s (ImageNet 47-148 s a job with its validation slice, on 2 shared cores).
 REHEARSAL_DATA ?= results/rehearsal/data
 .PHONY: rehearse
 rehearse: $(STAMP)
 	$(BIN)/codist data fake --root $(REHEARSAL_DATA)
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python workflows/rehearsal.py run --data-root $(REHEARSAL_DATA) \
-		--cores $(CORES) $(if $(RUNS),--only $(RUNS))
+		--cores $(CORES) $(if $(RUNS),--only $(RUNS)) $(if $(REFERENCE),--reference)

@@ -40,6 +40,7 @@ SHELL_LANGS = {"bash", "sh", "shell", "console"}
 # Paths the docs name that a command writes and no commit holds: path -> what writes it.
 OUTPUTS = {
     "results/rehearsal/data": "make rehearse (codist data fake --root), git-ignored",
+    "results/rehearsal/full/runs.local.csv": "a local make rehearse's ledger (rehearsal.py run/ledger), git-ignored",
     "results/bench/codist_check_cuda.csv": "make gpu-check on a GPU machine (none has run yet)",
     "results/bench/gpu_throughput.csv": "make gpu-check on a GPU machine (none has run yet)",
 }
