@@ -15,7 +15,7 @@ EXIT_BAD_INPUT = 2   # a config, key, --set value or command line that cannot ru
 EXIT_PREEMPTED = 3   # checkpointed on SIGTERM/SIGINT/SIGUSR1: not done, rerun to resume
 EXIT_DIVERGED = 4    # a training loss or an evaluation became NaN or inf: stopped, no summary.json, no models
 
-# What `codist run` returns (`codist --help` and README "Exit codes" are this table; tests/test_cli_help.py)
+# What `codist run` returns (`codist --help` and docs/usage.md "Exit codes" are this table; tests/test_cli_help.py)
 EXIT_CODES = (
     ("0", "done: the run finished (or was already finished), the config is valid, the data folder is as expected"),
     ("1", "failed: a rank raised or died, a hang, a data folder with problems (the lines before say which; "
