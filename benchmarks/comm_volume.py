@@ -16,11 +16,10 @@ Models (parameters counted on the model codist builds, fp32 = 4 bytes each):
 - Anil's LSTM LM: the lm workload's `LstmLM` with Anil's sizes (2 x 1024 LSTM, 256-d
   embeddings, 24,006 word-pieces, layer norm).
 
-State = parameters + floating-point buffers, what codist's `flat_state` sends in a checkpoint
-exchange or a model average: ResNet-50's BatchNorm statistics; for Transformer-big also fairseq's
-sinusoidal position tables (2 x 1026 x 1024 constants, registered as non-persistent buffers,
-so not in its state_dict) and two 1-element `version` buffers: 8.4 MB, 1% of its state, that
-codist moves although every rank can recompute them.
+State = parameters + persistent floating-point buffers, what the state_dict holds and codist's
+`flat_state` sends in a checkpoint exchange or a model average: ResNet-50's BatchNorm statistics;
+Transformer-big's two 1-element `version` buffers (fairseq's sinusoidal position tables,
+2 x 1026 x 1024 constants every rank builds, are non-persistent buffers, not sent since 9815eae).
 
 Closed forms (per rank and update, bytes sent; P = parameter bytes, S = state bytes; p
 workers; n models x m ranks each; k or tau the period):
