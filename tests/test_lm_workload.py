@@ -410,3 +410,69 @@ def test_both_data_sources_serve_one_interface_and_the_workload_only_uses_it(tmp
         assert set(metrics) == {"val_loss", "val_ppl"} | ({"val_bayes_gap"} if source is EmbeddedData else set())
         assert w.describe()["dataset"] == cfg.dataset
     assert LmWorkload(text, seed=0).metric.target == 4.5
+
+
+# --------------------------------------------------------------------------- data prepared before the run
+
+
+def test_class_counts_never_copy_the_whole_training_text(tmp_path, monkeypatch):
+    """Issue 42: np.bincount of the memory-mapped corpus copied it whole, at 8 bytes a token, in every
+    rank; the counts are now taken COUNT_CHUNK tokens at a time, and once per process."""
+    from codist.workloads import lm_data
+    (tmp_path / "shard.txt").write_text("\n".join(_word_corpus(60)) + "\n")
+    corpus = TextCorpus(LmConfig(dataset="text", data_dir=str(tmp_path), tokenizer="bytes", val_tokens=40,
+                                 val_seq_len=8))
+    whole = np.bincount(np.asarray(corpus.train_tokens, dtype=np.int64), minlength=257)
+    sizes, bincount = [], np.bincount
+    monkeypatch.setattr(lm_data, "COUNT_CHUNK", 1000, raising=False)
+    monkeypatch.setattr(lm_data.np, "bincount", lambda x, **kw: sizes.append(len(x)) or bincount(x, **kw))
+    counts = corpus.class_counts()
+    assert np.array_equal(counts.numpy(), whole) and counts.dtype == torch.int64
+    assert len(sizes) == -(-len(corpus.train_tokens) // 1000) > 1 and max(sizes) <= 1000
+    corpus.class_counts()[0] += 1   # a caller's copy: counted once, never changed by a caller
+    assert len(sizes) == -(-len(corpus.train_tokens) // 1000) and torch.equal(corpus.class_counts(),
+                                                                              torch.from_numpy(whole))
+
+
+@pytest.mark.slow
+def test_codist_data_prepare_builds_what_the_run_then_only_reads(tmp_path):
+    """`codist data prepare` (the workflow's lm_data job) trains the SentencePiece model and tokenises
+    the text into the cache before the run; the run reads them unchanged and logs what a run that
+    prepared its own data logs."""
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+    from conftest import TINY, deep_update, launch_run, read_rows
+    (tmp_path / "text").mkdir()
+    (tmp_path / "text" / "shard.txt").write_text("\n".join(_word_corpus(400)) + "\n")
+
+    def cfg(cache):
+        return {**deep_update(TINY, {"optimizer": {"name": "adam", "lr": 0.003, "weight_decay": 0.0}}),
+                "workload": {"name": "lm", "dataset": "text", "data_dir": str(tmp_path / "text"),
+                             "cache_dir": str(tmp_path / cache), "vocab_size": 60, "val_tokens": 100,
+                             "val_seq_len": 16}}
+    path = tmp_path / "prepared.yaml"
+    path.write_text(yaml.safe_dump(cfg("prepared")))
+    done = subprocess.run([sys.executable, "-m", "codist.cli", "data", "prepare", "--config", str(path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    built = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "prepared").glob("*") if p.suffix in (".model", ".npy")}
+    assert sorted(n.split("-")[0] for n in built) == ["spm", "tokens"]
+    assert done.stdout.startswith(f"lm data in {tmp_path / 'text'}: ") and "cached in" in done.stdout
+    prepared = launch_run(tmp_path / "run_prepared", cfg("prepared"), base={})
+    assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "prepared").glob("*")
+            if p.suffix in (".model", ".npy")} == built   # read, not rebuilt
+    itself = launch_run(tmp_path / "run_itself", cfg("itself"), base={})   # no job before it: the ranks build it
+    assert [{k: v for k, v in r.items() if k != "wall_s"} for r in read_rows(prepared)] == \
+        [{k: v for k, v in r.items() if k != "wall_s"} for r in read_rows(itself)]
+    assert json.loads((prepared / "summary.json").read_text())["resumed_from_step"] is None
+    assert np.array_equal(TextCorpus(LmConfig(**cfg("prepared")["workload"])).tokens,
+                          TextCorpus(LmConfig(**cfg("itself")["workload"])).tokens)
+    # a workload with nothing to prepare says so
+    other = tmp_path / "cifar.yaml"
+    other.write_text(yaml.safe_dump(TINY))
+    done = subprocess.run([sys.executable, "-m", "codist.cli", "data", "prepare", "--config", str(other)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "nothing to prepare (workload 'cifar')" in done.stdout

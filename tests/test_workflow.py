@@ -170,6 +170,7 @@ def test_default_target_with_the_local_profile(tmp_path):
                  "sun2016/communication_paper.md"):
         assert f"results/embedded/{name}" in out
     assert "-m codist.cli run" in out   # printshellcmds: the profile was read
+    assert "lm_data" not in counts   # no embedded run reads text: nothing to prepare, no job added
 
 
 def test_run_shared_by_two_figures_is_one_train_job(tmp_path):
@@ -197,6 +198,14 @@ def test_full_scale_dry_run_lists_every_planned_run_and_figure(tmp_path):
     assert counts["claims"] == counts["notebook"] == 3 and counts["claims_all"] == 1, counts
     for name in ("anil2018/fig1.png", "sun2016/cifar10_paper.md", "sodhani2020/fig6.png", "claims.md"):
         assert f"results/full/{name}" in out
+    # an LM on text: its SentencePiece model and tokens are built by a job of its own (off the GPUs),
+    # which the run's job waits for; no other run gets one
+    text = {rid for rid, cfg in plan.configs.items() if cfg.workload.name == "lm" and cfg.workload.dataset == "text"}
+    assert text and counts["lm_data"] == len(text), counts
+    assert set(re.findall(r"^\s+output: results/full/lm_data/(\w+)\.done$", out, re.M)) == text
+    for rid in text:
+        job = re.search(rf"^rule train:\n(?:    .*\n)*?    output: results/full/runs/{rid}/", out, re.M)
+        assert job and f"results/full/lm_data/{rid}.done" in job[0], rid
 
 
 def test_embedded_stand_ins_are_distinct_tasks():

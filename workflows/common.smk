@@ -109,6 +109,15 @@ def plot_inputs(wc):
     return {"runs": f"{prefix}_runs.json", "table": f"{prefix}.csv", "curves": f"{prefix}_curves.csv"}
 
 
+def prepared_data(wc):
+    """The lm_data marker of a run whose data a job of its own prepares (LmConfig.prepared_by_job), else
+    nothing. ancient: a marker written after a run finished never makes it look out of date (the
+    cache it names is what the run read, or would have built itself)."""
+    if getattr(PLAN.config(wc.run_id).workload, "prepared_by_job", False):
+        return [ancient(f"{RESULTS}/{wc.scale}/lm_data/{wc.run_id}.done")]
+    return []
+
+
 def figure_caption_params(wc):
     """What the report's caption of a figure says (workflows/report/figure.rst)."""
     f = PLAN.figure(wc.paper, wc.figure)

@@ -1,4 +1,5 @@
-"""One run: its config file (fixed by its id), then `codist run` on it.
+"""One run: its config file (fixed by its id), its data prepared where a job of its own does that
+(an LM on text: `lm_data`), then `codist run` on it.
 
 A run declared by several figures has one id, hence one config file and one output
 directory: it trains once. The config text is a param, so a changed launch section (not
@@ -22,6 +23,24 @@ rule run_config:
         "(printf '%s' {params.text:q} > {output:q}.tmp && mv {output:q}.tmp {output:q}) 2> {log:q}"
 
 
+rule lm_data:
+    """An LM's text tokenised, and its SentencePiece model trained, into workload.cache_dir (shared by
+    every run of the same shards and tokenizer: the first job builds it under a lock, the others find
+    it) before the run's job, on CPUs: the ranks only read the cache."""
+    input:
+        config=f"{RESULTS}/{{scale}}/configs/{{run_id}}.yaml",
+    output:
+        touch(f"{RESULTS}/{{scale}}/lm_data/{{run_id}}.done"),
+    log:
+        f"{RESULTS}/{{scale}}/logs/lm_data/{{run_id}}.log",
+    params:
+        python=PYTHON,
+    threads: 8   # SentencePiece's training threads (lm_data.SPM_SETTINGS); capped at the cores given
+    conda: CONDA_ENV
+    shell:
+        "{params.python:q} -m codist.cli data prepare --config {input.config:q} > {log:q} 2>&1"
+
+
 rule train:
     """All ranks of one run. threads = ranks x threads per rank, capped at the cores
     Snakemake has (a 4-rank oversubscribed run still schedules on -c2); each rank then
@@ -30,6 +49,7 @@ rule train:
         config=f"{RESULTS}/{{scale}}/configs/{{run_id}}.yaml",
         # runs this one reads (a two-phase distillation's teachers) train first
         upstream=lambda wc: [f"{RESULTS}/{wc.scale}/runs/{u}/summary.json" for u in PLAN.upstream(wc.run_id)],
+        prepared=prepared_data,
     output:
         summary=f"{RESULTS}/{{scale}}/runs/{{run_id}}/summary.json",
         metrics=f"{RESULTS}/{{scale}}/runs/{{run_id}}/metrics.jsonl",

@@ -46,6 +46,7 @@ def parser() -> argparse.ArgumentParser:
                                 "removing what it holds (another run's files too)")
     # listed here for --help; main() hands `codist data ...` to codist.datacheck's own parser
     sub.add_parser("data", help="the real data sets' folders: codist data check WORKLOAD DATA_DIR; "
+                   "codist data prepare --config RUN.yaml builds a run's data cache (LM text) before it; "
                    "codist data fake --root DIR writes miniatures in the real formats (codist data --help)",
                    add_help=False)
     return p

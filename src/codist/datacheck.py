@@ -10,6 +10,10 @@ own constants); exit 1 if there is any. The checks call the workloads' readers o
 image per split, every CIFAR batch, the first shard's first paragraph, the first lines of the
 Criteo file, the fairseq dictionaries and indexed data), so what passes here is what a run reads.
 How to prepare each data set: docs/full-scale.md.
+
+`codist data prepare --config RUN.yaml` does the work a run would otherwise do in its ranks, once,
+into the workload's cache: for an LM on text, training its SentencePiece model and tokenising the
+shards (the workflow's lm_data rule runs it before the run's job, off the GPUs).
 """
 from __future__ import annotations
 
@@ -236,7 +240,13 @@ def main(argv=None) -> int:
     c.add_argument("--target-lang", default="tgt")
     c.add_argument("--train-file", default="train.txt")
     c.add_argument("--val-file")
+    pr = sub.add_parser("prepare", help="before a run: tokenise its LM text (and train its SentencePiece "
+                        "model) into workload.cache_dir, as the run's ranks would")
+    pr.add_argument("--config", required=True, help="the run config (YAML)")
+    pr.add_argument("--data-root", metavar="DIR", help="the folder a relative workload.data_dir is joined to")
     args = p.parse_args(argv)
+    if args.command == "prepare":
+        return prepare(args.config, args.data_root)
     if args.config:
         from .config import ConfigError, load
         from .data_root import with_data_root, workload_with_data
@@ -264,3 +274,28 @@ def main(argv=None) -> int:
         print(line, file=sys.stderr)
     print(f"{name} data in {data_dir}: " + (f"{len(problems)} problem(s)" if problems else "ok"))
     return 1 if problems else 0
+
+
+def prepare(config_path: str, data_root: str | None = None) -> int:
+    """`codist data prepare`: the run's data cache built now (LmConfig.prepared_by_job: an LM on text),
+    one line saying what is there; nothing to do for other workloads. Exit 2 on a bad config, 1 when
+    the data cannot be prepared (one line naming the file)."""
+    from .config import ConfigError, load
+    from .data_root import with_data_root, workload_with_data
+    try:
+        w = workload_with_data(with_data_root(load(config_path), data_root))
+    except ConfigError as e:
+        print(f"codist data prepare: {e}", file=sys.stderr)
+        return 2
+    if not getattr(w, "prepared_by_job", False):
+        print(f"codist data prepare: {config_path}: nothing to prepare (workload {w.name!r})")
+        return 0
+    from .workloads.lm_data import TextCorpus
+    try:
+        corpus = TextCorpus(w)
+    except (OSError, ValueError, RuntimeError) as e:
+        print(f"codist data prepare: {e}", file=sys.stderr)
+        return 1
+    print(f"lm data in {w.data_dir}: {len(corpus.tokens)} tokens of {len(corpus.shards)} shard(s), "
+          f"tokenizer {corpus.tokenizer.key}, cached in {corpus.cache_dir}")
+    return 0

@@ -8,7 +8,8 @@ Two data sets:
   emissions, `lm_data.HmmLanguage`), streamed fresh and never repeated, so the Bayes-optimal
   cross-entropy of the validation set is known exactly and `val_bayes_gap` is reported.
 - `text`: plain-text shards or Common Crawl WET files under `data_dir`, tokenised once with
-  SentencePiece (Anil: 24,006 word-pieces) or as UTF-8 bytes, and cached.
+  SentencePiece (Anil: 24,006 word-pieces) or as UTF-8 bytes, and cached (`codist data prepare`,
+  a workflow job of its own before the run's; a run that finds no cache does it itself).
 
 Model sizes default to a tiny LSTM that learns the embedded language on one CPU thread in
 under a minute; Anil's model is `layers: 2, hidden: 1024, embedding: 256` with
@@ -114,6 +115,12 @@ class LmConfig(WorkloadSection):
             raise ValueError(f"workload.val_tokens={self.val_tokens} must exceed workload.val_seq_len="
                              f"{self.val_seq_len} (at least one validation sequence)")
         return self
+
+    @property
+    def prepared_by_job(self) -> bool:
+        """Text is tokenised (and a SentencePiece model trained) into the cache by a job of its own
+        before the run's (`codist data prepare`; the workflow's lm_data rule), not by the ranks."""
+        return self.dataset == "text"
 
     @property
     def spm_vocab_size(self) -> int:

@@ -543,6 +543,7 @@ class TextCorpus:
                              f"seq_len={cfg.seq_len}")
         self.train_tokens = self.tokens[:-cfg.val_tokens]
         self.val_text = self.tokens[-cfg.val_tokens:]
+        self._counts = None
 
     @property
     def vocab_size(self) -> int:
@@ -613,7 +614,10 @@ class TextCorpus:
         return t[:, :-1].contiguous(), t[:, 1:].contiguous()
 
     def class_counts(self) -> torch.Tensor:
-        return torch.from_numpy(np.bincount(np.asarray(self.train_tokens), minlength=self.vocab_size))
+        """Unigram counts of the training text, counted once per process (`token_counts`)."""
+        if self._counts is None:
+            self._counts = token_counts(self.train_tokens, self.vocab_size)
+        return torch.from_numpy(self._counts.copy())
 
     def target(self) -> float | None:
         return self.cfg.target   # real text: the config's (no known optimum)
@@ -694,6 +698,19 @@ class TokenWindows(torch.utils.data.Dataset):
         s = i * self.seq_len
         w = torch.from_numpy(np.asarray(self.tokens[s:s + self.seq_len + 1], dtype=np.int64))
         return w[:-1], w[1:]
+
+
+#: tokens counted at a time by `token_counts`: np.bincount copies its input to 8-byte integers
+COUNT_CHUNK = 1 << 22
+
+
+def token_counts(tokens: np.ndarray, vocab_size: int) -> np.ndarray:
+    """np.bincount(tokens, minlength=vocab_size), counted COUNT_CHUNK tokens at a time: a memory-mapped
+    corpus of billions of 2-byte tokens is never copied whole (at 8 bytes a token) into a rank."""
+    counts = np.zeros(vocab_size, dtype=np.int64)
+    for start in range(0, len(tokens), COUNT_CHUNK):
+        counts += np.bincount(tokens[start:start + COUNT_CHUNK], minlength=vocab_size)
+    return counts
 
 
 def entropy(counts: np.ndarray) -> float:
