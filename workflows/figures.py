@@ -20,8 +20,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the rules that read tables, never runs
-REDRAW_RULES = ("figures", "figure_runs", "paper_table_redraw", "plot", "claims", "claims_all", "claims_summary",
-                "frontier_runs", "frontier_plot", "frontier")
+REDRAW_RULES = ("figures", "figure_runs", "aggregate_redraw", "paper_table_redraw", "plot", "claims", "claims_all",
+                "claims_summary", "frontier_runs", "frontier_plot", "frontier")
 
 
 def command(results: str, cores: int, directory: Path | None = None) -> list[str]:
