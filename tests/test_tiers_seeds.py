@@ -180,5 +180,5 @@ def test_make_replicate_compares_a_paper_tier_claim_as_not_in_this_tier(tmp_path
     local.loc[1, ["n", "effect_mean", "effect_sd", "interval_low", "interval_high"]] = [0, None, None, None, None]
     local.to_csv(tmp_path / "loc.csv", index=False)
     rows = {r["name"]: r for r in compare_claims(tmp_path / "ref.csv", tmp_path / "loc.csv")}
-    assert rows["toy c-big"]["outcome"] == "not in this tier" and rows["toy c-big"]["reference"] == "holds"
+    assert rows["toy c-big"]["outcome"] == "not run in this tier" and rows["toy c-big"]["reference"] == "holds"
     assert rows["toy c-small"]["outcome"] == "bit-identical"
