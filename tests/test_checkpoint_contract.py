@@ -83,6 +83,23 @@ def test_a_file_that_fails_its_digest_falls_back_to_the_previous_checkpoint_in_o
                                  f"{tmp_path / 'checkpoint'} to start over")
 
 
+def test_rank_0_reads_every_ranks_digests_by_name_and_a_missing_one_keeps_the_old_index(tmp_path, monkeypatch):
+    """In a world of 2, rank 0 opens rank-1.sha256.json by name (a shared filesystem's listing may not
+    show it yet); when it is not there the index is not moved to the new step."""
+    _save(tmp_path, 4, 0, {"group": 0, "w": torch.zeros(2)}, [])
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda: 2)
+    with pytest.raises(CheckpointError) as e:
+        _save(tmp_path, 8, 0, {"group": 0, "w": torch.ones(2)}, [])
+    missing = tmp_path / "checkpoint" / "step-8" / "rank-1.sha256.json"
+    assert str(e.value).startswith(f"{missing}: the digests of a rank's checkpoint files cannot be read (")
+    assert json.loads((tmp_path / "checkpoint" / "latest.json").read_text())["step"] == 4
+    _save(tmp_path, 8, 1, None, [])   # rank 1's files and digests: now rank 0 indexes both
+    _save(tmp_path, 8, 0, {"group": 0, "w": torch.ones(2)}, [])
+    index = json.loads((tmp_path / "checkpoint" / "latest.json").read_text())
+    assert sorted(index["checkpoints"][0]["sha256"]) == ["group-0.pt", "rank-0.pt", "rank-1.pt"]
+
+
 def test_an_index_written_before_the_digests_is_used_unverified_saying_so(tmp_path, capsys):
     index = tmp_path / "checkpoint" / "latest.json"
     index.parent.mkdir()

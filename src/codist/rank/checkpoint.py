@@ -169,8 +169,12 @@ def save(run: Path, step: int, run_id: str, rank: int, group_state: dict | None,
     barrier()
     if rank == 0:
         written = {}
-        for part in sorted(d.glob("rank-*.sha256.json")):
-            written.update(json.loads(part.read_text()))
+        for part in _digest_files(d):
+            try:
+                written.update(json.loads(part.read_text()))
+            except (OSError, ValueError) as e:
+                raise CheckpointError(f"{part}: the digests of a rank's checkpoint files cannot be read ({e}); "
+                                      f"latest.json still names the checkpoint before") from None
         try:
             older = [e for e in _index(run, run_id) or [] if e["step"] < step and e["sha256"] is not None]
         except CheckpointError:
@@ -182,6 +186,14 @@ def save(run: Path, step: int, run_id: str, rank: int, group_state: dict | None,
             if old.name not in {_dir(run, e["step"]).name for e in kept}:
                 shutil.rmtree(old, ignore_errors=True)
     barrier()
+
+
+def _digest_files(d: Path) -> list[Path]:
+    """Every rank's rank-<r>.sha256.json in `d`: named from the world size, since a shared filesystem's
+    directory listing may lag behind another node's new file while opening it by name does not."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return [d / f"rank-{r}.sha256.json" for r in range(torch.distributed.get_world_size())]
+    return sorted(d.glob("rank-*.sha256.json"))
 
 
 def _load(path: Path, run_id: str, step: int) -> dict:
