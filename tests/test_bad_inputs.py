@@ -12,6 +12,7 @@ from conftest import ROOT, TINY, deep_update, one_rank_env
 
 from codist import config
 from codist.config import ConfigError
+from codist.launching.inputs import check_inputs
 
 LEVELS = 9
 # 461 bytes in the probe: 9 levels of 9 aliases each, 9**9 values once expanded
@@ -187,15 +188,19 @@ def test_a_batch_larger_than_the_training_set_is_refused_by_codist_check(tmp_pat
     path.write_text(yaml.safe_dump(TINY))
     result = codist("check", str(path), "--set", "train.batch_per_rank=2000000")
     assert result.returncode == 2 and "Traceback" not in result.stderr and "valid" not in result.stdout
-    assert result.stderr.splitlines()[-1] == (
-        "  (top level): train.batch_per_rank=2000000 x 1 rank(s) per model is a batch of 2000000 samples, larger "
-        "than the training set (512 samples: workload.train_size=512); allowed: train.batch_per_rank <= 512")
+    assert result.stderr == (
+        "codist: train.batch_per_rank=2000000 x 1 rank(s) per model is a batch of 2000000 samples, larger than "
+        "the training set (512 samples: workload.train_size=512); allowed: train.batch_per_rank <= 512\n")
     # a disjoint split: each of 2 models draws from its 256; with 2 ranks per model a batch of 2 x 128 fits
     two = deep_update(TINY, {"parallel": {"world_size": 4, "models": 2},
                              "algorithm": {"name": "codistill", "data": "disjoint", "exchange_every": 2}})
-    config.validate(deep_update(two, {"train": {"batch_per_rank": 128}}))
+    check_inputs(config.validate(deep_update(two, {"train": {"batch_per_rank": 128}})))
     with pytest.raises(ConfigError, match=r"batch of 258 samples, larger than the training set \(256 samples: "
                                           r"each model's part of workload.train_size=512 split disjoint over "
                                           r"parallel.models=2\); allowed: train.batch_per_rank <= 128"):
-        config.validate(deep_update(two, {"train": {"batch_per_rank": 129}}))
-    config.validate(deep_update(two, {"algorithm": {"data": "same"}, "train": {"batch_per_rank": 256}}))
+        check_inputs(config.validate(deep_update(two, {"train": {"batch_per_rank": 129}})))
+    check_inputs(config.validate(deep_update(two, {"algorithm": {"data": "same"}, "train": {"batch_per_rank": 256}})))
+    # and `codist run` refuses it before launch, with the same line and nothing written
+    result = codist("run", str(path), "--set", "train.batch_per_rank=2000000", "--out", str(tmp_path / "run"))
+    assert result.returncode == 2 and result.stderr.startswith("codist: train.batch_per_rank=2000000 x 1")
+    assert not (tmp_path / "run").exists()

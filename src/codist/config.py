@@ -177,26 +177,7 @@ class RunConfig(_Section):
         if bad:
             raise ValueError(f"schedule.milestones={self.schedule.milestones}: each must be in "
                              f"[1, train.steps={self.train.steps}]")
-        self._batch_fits_the_training_set()
         return self
-
-    def _batch_fits_the_training_set(self) -> None:
-        """A model's global batch (batch_per_rank x its ranks) must fit in the training data it draws
-        from (codist.rank.data.BatchStream), or every rank fails after launch. Known here only where the
-        config alone sets the size: an embedded data set's `train_size` (a disjoint split gives each
-        model its n // models part); real files are counted by their readers."""
-        w, b, ranks = self.workload, self.train.batch_per_rank, self.parallel.ranks_per_model
-        size = getattr(w, "train_size", None)
-        if getattr(w, "dataset", None) != "embedded" or not isinstance(size, int):
-            return
-        disjoint = self.algorithm.model_data() == "disjoint"
-        part = size // self.parallel.models if disjoint else size
-        if b * ranks > part:
-            where = (f"each model's part of workload.train_size={size} split disjoint over "
-                     f"parallel.models={self.parallel.models}" if disjoint else f"workload.train_size={size}")
-            raise ValueError(f"train.batch_per_rank={b} x {ranks} rank(s) per model is a batch of {b * ranks} "
-                             f"samples, larger than the training set ({part} samples: {where}); allowed: "
-                             f"train.batch_per_rank <= {part // ranks}")
 
     def run_id(self) -> str:
         return run_id(self)

@@ -1,10 +1,12 @@
-"""Before any process starts: every file or folder a run config names exists and is readable.
+"""Before any process starts: every file or folder a run config names exists and is readable, and
+a model's batch fits in its training set where the config alone sets that set's size.
 
 `codist check` and `codist run` call `check_inputs(cfg)`, so a wrong `workload.data_dir` is one
 line naming the key and the path, not a traceback from every rank after launch. Only the
 presence and readability of the paths each workload's registration names (`data_needs`) are
 checked here (cheap, no torch); the loaders check the files' contents (dtype, shape, range) when
-they read them.
+they read them. The batch is checked against an embedded data set's `train_size` (`check_batch`);
+a real data set's size is known only to its reader, which refuses a too large batch in the ranks.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ def check_inputs(cfg: RunConfig) -> None:
     """Raise ConfigError (one line: the key, the path, what is expected) if a data folder or file
     the config names is missing, of the wrong kind or unreadable. Embedded data sets need none.
     A relative data_dir is checked where the data root puts it (codist.data_root)."""
+    check_batch(cfg)
     w = workload_with_data(cfg)
     if getattr(w, "tokenizer_model", None):
         _check("workload.tokenizer_model", Path(w.tokenizer_model), False, "a SentencePiece .model file")
@@ -45,3 +48,22 @@ def check_inputs(cfg: RunConfig) -> None:
         _check("workload.data_dir", path, folder, layout)
     if problem:
         raise ConfigError(problem)
+
+
+def check_batch(cfg: RunConfig) -> None:
+    """A model's global batch (batch_per_rank x its ranks) must fit in the training data it draws from
+    (codist.rank.data.BatchStream), or every rank fails after launch: checked where the config alone
+    sets the size, an embedded data set's `train_size` (a disjoint split gives each model its
+    n // models part)."""
+    w, b, ranks, models = cfg.workload, cfg.train.batch_per_rank, cfg.parallel.ranks_per_model, cfg.parallel.models
+    size = getattr(w, "train_size", None)
+    if getattr(w, "dataset", None) != "embedded" or not isinstance(size, int):
+        return
+    disjoint = cfg.algorithm.model_data() == "disjoint"
+    part = size // models if disjoint else size
+    if b * ranks > part:
+        where = (f"each model's part of workload.train_size={size} split disjoint over parallel.models={models}"
+                 if disjoint else f"workload.train_size={size}")
+        raise ConfigError(f"train.batch_per_rank={b} x {ranks} rank(s) per model is a batch of {b * ranks} samples, "
+                          f"larger than the training set ({part} samples: {where}); allowed: "
+                          f"train.batch_per_rank <= {part // ranks}")
