@@ -1,4 +1,5 @@
 """Checkpoints, kill-and-resume, preemption, corrupt checkpoints and dead ranks (2 real ranks)."""
+import hashlib
 import json
 import os
 import signal
@@ -152,16 +153,22 @@ def test_corrupt_or_foreign_checkpoint_is_a_clear_error(reference, tmp_path):
     other = config.validate(deep_update(RUN, {"optimizer": {"lr": 0.01}}))
     with pytest.raises(checkpoint.CheckpointError, match=f"checkpoint of run {cfg.run_id()}"):
         checkpoint.latest(out, other.run_id())
-    # and through the launcher: the run fails, naming the file, instead of starting over silently
+    # and through the launcher: the file fails its sha256, so the run resumes from the checkpoint
+    # before, saying which file failed, and ends as the uninterrupted run did
     (out / "summary.json").unlink()
-    assert launch.run(cfg, out) != 0
-    assert "corrupt checkpoint" in json.loads((out / ".ranks" / "rank-0.json").read_text())["error"]
+    assert launch.run(cfg, out) == 0
+    assert json.loads((out / "summary.json").read_text())["resumed_from_step"] == step - 10
+    assert f"checkpoint at step {step} not used: {group_file}: sha256" in (out / "logs" / "rank0.log").read_text()
+    assert_same_run(reference, out)
     # a whole file whose algorithm state lacks a key this codist reads (another version wrote it)
     (out / "summary.json").unlink(missing_ok=True)
     shutil.copytree(reference / "checkpoint", out / "checkpoint", dirs_exist_ok=True)
     state = torch.load(group_file, weights_only=True)
     del state["algorithm"]["scheduler"]
     torch.save(state, group_file)
+    index = json.loads((out / "checkpoint" / "latest.json").read_text())   # its digest recorded as if written so
+    index["checkpoints"][0]["sha256"]["group-0.pt"] = hashlib.sha256(group_file.read_bytes()).hexdigest()
+    (out / "checkpoint" / "latest.json").write_text(json.dumps(index))
     assert launch.run(cfg, out) != 0
     error = json.loads((out / ".ranks" / "rank-0.json").read_text())["error"]
     assert f"{group_file}: its state has no 'scheduler' (written by another codist version?)" in error

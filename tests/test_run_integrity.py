@@ -226,7 +226,8 @@ def test_a_run_on_a_full_disk_stops_in_one_line_with_its_last_checkpoint_whole(t
     assert "out of memory" not in out and "never started" not in out, out
     assert not (run / "summary.json").exists() and not list(run.rglob("*.tmp"))
     step = json.loads((run / "checkpoint" / "latest.json").read_text())["step"]
-    assert {p.name for p in (run / "checkpoint" / f"step-{step}").iterdir()} == {"group-0.pt", "rank-0.pt"}
+    assert {p.name for p in (run / "checkpoint" / f"step-{step}").iterdir()} == {"group-0.pt", "rank-0.pt",
+                                                                                "rank-0.sha256.json"}
 
 
 def test_the_workflow_owner_is_checked_by_pid_start_time_and_host(monkeypatch):

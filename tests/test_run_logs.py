@@ -4,6 +4,7 @@ name and seed, with the config as hyperparameters; a resumed run's event file is
 its rows."""
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -127,6 +128,9 @@ def test_each_rank_logs_to_its_own_file_and_the_launcher_summarises_a_failure(tm
 
     (out / "summary.json").unlink()                                # unfinished: resumes from update 3
     (out / "checkpoint" / "step-3" / "rank-1.pt").write_bytes(b"not a checkpoint")
+    index = json.loads((out / "checkpoint" / "latest.json").read_text())   # rank 0's digest check passes;
+    index["checkpoints"][0]["sha256"]["rank-1.pt"] = hashlib.sha256(b"not a checkpoint").hexdigest()   # rank 1 fails
+    (out / "checkpoint" / "latest.json").write_text(json.dumps(index))
     second = codist_run()
     assert second.returncode not in (0, 3)
     rank1 = (out / "logs" / "rank1.log").read_text()
