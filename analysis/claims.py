@@ -22,7 +22,7 @@ claims (a better than b):
   comm_ratio  b's bytes per rank per update / a's between model groups; with `identity:` at the
               paper's own periods and sizes (analysis/comm_identity.py). Deterministic. Neutral 1
 
-Verdict (README, "Claims"), in this order:
+Verdict (docs/claims.md, "Claims"), in this order:
   1. `full_scale_only: why`: "not tested at this scale: why" (below the full scale); `not_run: why`
      (a coverage row: a finding of the paper that no scale of this harness runs): "not tested at
      this scale: no scale of this harness runs it: why", at every scale.
@@ -476,7 +476,7 @@ def markdown(df: pd.DataFrame, heading: str) -> str:
     return (f"# {heading}\n\n{len(df)} claims: {summary}. {chance_line(df)} Effect: positive = as the paper claims; "
             f"ours = mean [lower, upper] one-sided 95% bounds over seeds (the two-sided 90% t interval; churn: a "
             f"seed-level jackknife); a verdict is drawn only when every regime check passes; rules: "
-            f"analysis/claims.py and the README ('Claims'). Reasons, regime checks, methods and seeds: the details "
+            f"analysis/claims.py and docs/claims.md ('Claims'). Reasons, regime checks, methods and seeds: the details "
             f"below.\n\n" + compact_table(df, details="") + details_section(df) + sources_section(df))
 
 

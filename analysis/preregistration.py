@@ -24,7 +24,7 @@ presets; a commit where it differs from the previous one is a design change. The
                      carries them (changed_after_results)
 
 A design change in the very commit that first committed results is "with results": its runs came
-before the commit, so git cannot show it was fixed before them (the README says so per claim).
+before the commit, so git cannot show it was fixed before them (docs/claims.md, "What was declared when", says so per claim).
 
     python analysis/preregistration.py replications/<paper>/experiments.yaml [--scale embedded]
 """

@@ -38,7 +38,7 @@ r.show_figures()
 
 # %% [markdown]
 # ## Claims
-# Recomputed from the figures' tables by `analysis/claims.py` (verdict rule: README, "Claims"),
+# Recomputed from the figures' tables by `analysis/claims.py` (verdict rule: docs/claims.md, "Claims"),
 # then checked against the pipeline's `claims.csv`. A verdict is drawn only when every regime
 # check (the `regime` column: each precondition of the paper's mechanism, measured) passes;
 # otherwise the claim reads "not in the paper's regime" or "not tested at this scale". Bounds are
