@@ -302,3 +302,249 @@ def test_a_symlinked_output_is_refused_not_written_through(tmp_path, capsys, nam
     assert err.count("\n") == 1 and f"{loc}/embedded/{name}: a symbolic link (to {outside})" in err, err
     assert outside.read_text() == "keep me\n"
     assert not [p for p in (loc / "embedded").glob("comparison.*") if not p.is_symlink()]
+
+
+# ---------------------------------------------------------------- every decision of compare.py pinned (make mutation)
+
+def test_versus_shows_the_first_digits_that_differ_and_the_relative_size():
+    assert compare.versus(1.2345, 1.2545) == "1.234 in the reference vs 1.254 here (difference +0.02, relative +0.016)"
+    assert compare.versus(1.0, 1.5) == "1 in the reference vs 1.5 here (difference +0.5, relative +0.5)"
+    assert compare.versus(-1.0, -1.5) == "-1 in the reference vs -1.5 here (difference -0.5, relative -0.5)"
+    assert compare.versus(0.0, 0.5) == "0 in the reference vs 0.5 here (difference +0.5)"
+    assert compare.versus(0.1, 0.10000000000000002) == (
+        "0.10000000000000001 in the reference vs 0.10000000000000002 here (difference +1.39e-17, relative +1.4e-16)")
+    assert compare.versus(1.0, float("nan")) == "1.0 in the reference vs nan here"
+    assert compare.versus(True, 1) == "True in the reference vs 1 here"
+
+
+def paper_table(rows: list[tuple]) -> pd.DataFrame:
+    """A `_paper` table: (row, mean, sd, n) per row."""
+    return pd.DataFrame([{"row": r, "series": "s", "error_pct ours mean": m, "error_pct ours sd": s, "error_pct n": n}
+                         for r, m, s, n in rows])
+
+
+@pytest.mark.parametrize("factor, outcome", [(0.95, "within seed noise"), (1.05, "different")])
+def test_a_paper_tables_one_cell_at_the_edge_of_its_half_width(factor, outcome):
+    """One cell (the other row has no value on either side: not a cell): Bonferroni over 1, t(0.975, 4)."""
+    half = stats.t.ppf(0.975, 4) * math.sqrt(2.0**2 / 3 + 1.0**2 / 3)
+    ref = paper_table([("a", float("nan"), float("nan"), 0), ("b", 30.0, 2.0, 3)])
+    mine = paper_table([("a", float("nan"), float("nan"), 0), ("b", 30.0 + factor * half, 1.0, 3)])
+    assert compare.judge_table(ref, mine)[0] == outcome
+
+
+@pytest.mark.parametrize("factor, outcome", [(0.95, "within seed noise"), (1.05, "different")])
+def test_a_claims_effect_at_the_edge_of_its_95_percent_half_width(factor, outcome):
+    """Each claim on its own (no Bonferroni over the claims), t(0.975, n_ref + n_yours - 2)."""
+    ref = claims_table([0.1, 0.2, 0.3], "holds")
+    sd = ref.loc[0, "effect_sd"]
+    mine = ref.copy()
+    mine["effect_mean"] += factor * stats.t.ppf(0.975, 4) * math.sqrt(2 * sd**2 / 3)
+    assert compare.judge_table(ref, mine, each_row=True)[0] == outcome
+    assert compare.judge_claims_table(ref, mine)[0] == outcome
+
+
+@pytest.mark.parametrize("factor, outcome", [(0.99, "within seed noise"), (1.01, "different")])
+def test_the_bonferroni_count_is_every_cell_of_the_table(factor, outcome):
+    """12 cells (6 metrics x 2 series): 11 or 13 moves the quantile by 2%; the shifted series is the second."""
+    ref = figure_table(REFERENCE)
+    sd = pd.Series(REFERENCE["EC-DNN, K=2"]).std(ddof=1)
+    mine = ref.copy()
+    mine.loc[mine["series"] == "EC-DNN, K=2", "final_metric"] += factor * stats.t.ppf(1 - 0.025 / 12, 4) * sd * math.sqrt(2 / 3)
+    assert compare.judge_table(ref, mine)[0] == outcome
+
+
+def test_two_seeds_are_judged_by_their_spread_and_one_by_identity_only():
+    ref, mine = figure_table({"a": [0.50, 0.60]}), figure_table({"a": [0.52, 0.58]})
+    assert compare.judge_table(ref, mine)[0] == "within seed noise"
+    # a reference that is the same in every seed beside yours that is not: judged by yours
+    assert compare.judge_table(figure_table({"a": [0.5, 0.5, 0.5]}), figure_table({"a": [0.49, 0.5, 0.51]}))[0] == \
+        "within seed noise"
+    outcome, why = compare.judge_table(paper_table([("b", 30.0, 0.0, 1)]), paper_table([("b", 30.5, 0.0, 1)]))
+    assert outcome == "different" and why[0].endswith("one seed: only bit-identity can be judged (no spread)"), why
+
+
+def test_a_paper_table_skips_empty_and_equal_cells_and_names_each_one_sided_value():
+    ref = paper_table([("a", float("nan"), float("nan"), 0), ("b", 30.0, 0.0, 3), ("c", float("nan"), 1.0, 3),
+                       ("d", 20.0, 1.0, 3), ("e", 10.0, 1.0, 3)])
+    mine = paper_table([("a", float("nan"), float("nan"), 0), ("b", 30.0, 0.0, 3), ("c", 5.0, 1.0, 3),
+                        ("d", float("nan"), 1.0, 3), ("e", 10.1, 1.0, 3)])
+    outcome, why = compare.judge_table(ref, mine)
+    assert (outcome, why) == ("different", ["error_pct [c, s]: nan in the reference vs 5.0 here",
+                                            "error_pct [d, s]: 20.0 in the reference vs nan here"])
+    other_n = paper_table([("b", 30.0, 0.0, 3), ("e", 10.0, 1.0, 4)])
+    outcome, why = compare.judge_table(paper_table([("b", 30.0, 0.0, 3), ("e", 10.0, 1.0, 3)]), other_n)
+    assert outcome == "different" and why[0].startswith("column 'error_pct n': 1 row(s) differ, e.g. row 1: 3 in"), why
+
+
+def test_a_table_of_seeds_without_group_columns_and_one_with_other_seeds():
+    ref = pd.DataFrame({"seed": [0, 1, 2], "loss": [1.0, 1.1, 1.2]})
+    assert compare.judge_table(ref, ref.assign(loss=[1.01, 1.1, 1.2]))[0] == "within seed noise"
+    outcome, why = compare.judge_table(figure_table(REFERENCE), figure_table(REFERENCE).assign(seed=[0, 1, 3, 0, 1, 3]))
+    assert outcome == "different" and why == ["column 'seed': 2 row(s) differ, e.g. row 2: 2 in the reference vs 3 "
+                                              "here (difference +1, relative +0.5)"], why
+
+
+def test_other_columns_or_rows_are_different_and_the_first_differing_row_named():
+    ref = figure_table(REFERENCE)
+    assert compare.judge_table(ref, ref.rename(columns={"best_step": "best_steps"}))[1][0].startswith("columns differ: ")
+    assert compare.judge_table(ref, ref.iloc[:5]) == ("different", ["6 rows in the reference, 5 here"])
+    mine = ref.assign(run_id=["x"] * 6)
+    assert compare.exact_differences(ref[["run_id"]], mine[["run_id"]]) == [
+        f"column 'run_id': 6 row(s) differ, e.g. row 0: {ref.loc[0, 'run_id']!r} in the reference vs 'x' here"]
+
+
+def test_mean_triples_need_all_three_columns():
+    assert compare.mean_triples(["effect_mean", "effect_sd", "n"]) == [("effect", "effect_mean", "effect_sd", "n")]
+    assert compare.mean_triples(["effect_sd", "n"]) == []
+    assert compare.mean_triples(["x ours mean", "x ours sd"]) == [] == compare.mean_triples(["x ours mean", "x n"])
+    assert compare.mean_triples(["x ours mean", "x ours sd", "x n"]) == [("x", "x ours mean", "x ours sd", "x n")]
+
+
+def test_a_claims_table_is_judged_claim_by_claim_whatever_its_text_says(tmp_path):
+    """Verdict, regime and reasons are text beside the effect: a claims table whose effects are within noise is
+    within seed noise, with or without claims left out for the tier."""
+    ref = pd.concat([claims_table([0.1, 0.2, 0.3], "holds"), claims_table([0.1, 0.2, 0.3], "holds").assign(id="b")])
+    mine = ref.assign(effect_mean=ref["effect_mean"] + 0.01, verdict="holds: the bound clears 0")
+    assert compare.judge_claims_table(ref.reset_index(drop=True), mine.reset_index(drop=True)) == ("within seed noise", [])
+    extra = claims_table([0.1], UNTESTED).assign(id="new")   # a claim only yours has, not run: first in your table
+    mine = pd.concat([extra, mine], ignore_index=True)
+    assert compare.judge_claims_table(ref.reset_index(drop=True), mine) == (
+        "within seed noise", ["1 not run in this tier (make replicate TIER=paper), the others judged"])
+    assert compare.judge_claims_table(mine, ref.reset_index(drop=True)) == (
+        "within seed noise", ["1 not run in the reference's tier, the others judged"])
+
+
+def test_tables_are_the_csvs_outside_runs_configs_logs_and_not_the_comparison(tmp_path):
+    for rel in ("a.csv", "p/b.csv", "runs/x/c.csv", "logs/d.csv", "comparison.csv", "p/comparison.csv", "e.md"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("x\n1\n")
+    assert compare.tables(tmp_path) == {Path("a.csv"), Path("p/b.csv")}
+
+
+def test_the_tiers_run_from_the_tables_or_from_the_claims(tmp_path):
+    figures = {("p", "big")}
+    (tmp_path / "p").mkdir()
+    assert compare.tiers_run(tmp_path, figures) == ["default"]
+    pd.DataFrame({"paper": ["p"], "id": ["c"], "verdict": ["holds"], "tier": ["default"]}).to_csv(
+        tmp_path / "claims.csv", index=False)
+    assert compare.tiers_run(tmp_path, figures) == ["default"]
+    pd.DataFrame({"paper": ["p"], "id": ["c"], "verdict": ["holds"], "tier": ["paper"]}).to_csv(
+        tmp_path / "claims.csv", index=False)
+    assert compare.tiers_run(tmp_path, figures) == ["default", "paper"]
+    (tmp_path / "claims.csv").unlink()
+    (tmp_path / "p" / "big_curves.csv").write_text("x\n1\n")
+    assert compare.tiers_run(tmp_path, figures) == ["default", "paper"]
+
+
+def test_a_tables_detail_names_three_reasons_and_counts_the_rest(tmp_path):
+    ref = write_results(tmp_path / "ref", REFERENCE, [0.1, 0.2, 0.3], "holds")
+    for n, columns in ((3, ["world_size", "models", "steps"]), (5, ["world_size", "models", "steps", "samples", "target"])):
+        loc = write_results(tmp_path / f"loc{n}", REFERENCE, [0.1, 0.2, 0.3], "holds")
+        path = loc / "embedded" / "sun2016" / "cifar10.csv"
+        pd.read_csv(path).assign(**{c: 7 for c in columns}).to_csv(path, index=False)
+        (row,) = [r for r in compare.compare_tables(ref / "embedded", loc / "embedded") if r["name"] == "sun2016/cifar10.csv"]
+        parts = row["detail"].split("; ")
+        assert len(parts) == min(n, 3) + (n > 3) and (parts[-1] == "... 2 more" if n > 3 else "more" not in row["detail"])
+
+
+def test_claims_only_one_side_has_and_claims_after_them_are_all_listed(tmp_path):
+    ref = pd.concat([claims_table([0.1, 0.2, 0.3], "holds").assign(id=i) for i in ("gone", "paper", "a")])
+    mine = pd.concat([claims_table([0.1, 0.2, 0.3], v).assign(id=i) for i, v in
+                      (("paper", UNTESTED), ("a", "holds"), ("new", "inconclusive: x"))])
+    ref.to_csv(tmp_path / "ref.csv", index=False)
+    mine.to_csv(tmp_path / "loc.csv", index=False)
+    rows = compare.compare_claims(tmp_path / "ref.csv", tmp_path / "loc.csv")
+    assert [(r["name"], r["outcome"], r["detail"]) for r in rows] == [
+        ("sun2016 gone", "not regenerated", "not in your claims table"),
+        ("sun2016 paper", "not run in this tier", "make replicate TIER=paper"),
+        ("sun2016 a", "bit-identical", ""),
+        ("sun2016 new", "missing", "not in the reference")]
+    assert (rows[2]["reference_effect"], rows[2]["your_effect"], rows[1]["your_effect"]) == (
+        "0.2 [0.19, 0.21]", "0.2 [0.19, 0.21]", "")
+    assert (rows[3]["yours"], rows[3]["your_effect"]) == ("inconclusive", "0.2 [0.19, 0.21]")
+    assert compare.effect_text(pd.Series({"effect_mean": float("nan")})) == ""
+    assert compare.compare_claims(tmp_path / "ref.csv", tmp_path / "none.csv") == []
+    assert compare.compare_claims(tmp_path / "none.csv", tmp_path / "loc.csv") == []
+
+
+def test_the_report_lists_every_table_and_the_tiers(tmp_path, capsys):
+    ref = write_results(tmp_path / "ref", REFERENCE, [0.1, 0.2, 0.3], "holds")
+    loc = write_results(tmp_path / "loc", REFERENCE, [0.1, 0.2, 0.3], "holds")
+    assert compare.main(["--results", str(loc), "--reference", str(ref)]) == 0
+    md = (loc / "embedded" / "comparison.md").read_text()
+    assert "## Tables (3 bit-identical)" in md and "| `sun2016/cifar10.csv` | bit-identical |  |" in md
+    assert "## Claims (1 bit-identical)" in md
+    assert "Tiers run: default. The paper tier's tables and claims: `make replicate TIER=paper`.\n" in md
+    assert md.count("| `") == 3
+    table = pd.read_csv(loc / "embedded" / "comparison.csv")
+    assert list(table.columns)[:3] == ["kind", "name", "outcome"]
+    lines = compare.closing_summary([], ref, loc, ["default", "paper"], loc / "x.md")
+    assert lines[1:3] == ["tiers run: default, paper", "tables: none"]
+    md = compare.markdown([], ref, loc, "embedded", ["default", "paper"])
+    assert "Tiers run: default, paper.\n" in md
+
+
+def test_the_summary_lists_eight_of_a_kind_before_saying_how_many_more(tmp_path):
+    def summary(n):
+        rows = [{"kind": "table", "name": f"t{i}.csv", "outcome": "different", "detail": f"{i}" + "y" * 400}
+                for i in range(n)]
+        rows += [{"kind": "claim", "name": f"c{i}", "outcome": "bit-identical", "reference": "holds", "yours": "x",
+                  "verdict": "changed"} for i in range(n)]
+        return compare.closing_summary(rows, tmp_path, tmp_path, ["default"], tmp_path / "x.md")
+    lines = summary(8)
+    assert not any("also" in line for line in lines) and len(lines) == 3 + 8 + 1 + 8 + 1
+    assert lines[3] == "  different: t0.csv: 0" + "y" * 299
+    lines = summary(9)
+    assert "  different, also: t8.csv" in lines and "  changed, also: c8" in lines
+    assert compare.listed(["a", "b", "c"], 3) == "a, b, c" and compare.listed(["a", "b", "c"], 2) == "a, b, ... 1 more"
+
+
+def test_more_malformed_input_each_one_line_naming_the_file(tmp_path, capsys, monkeypatch):
+    bad = tmp_path / "bad.csv"
+    bad.write_bytes(b"a,b\n\xff\xfe,1\n")
+    with pytest.raises(compare.CompareError, match=f"^{bad}: not a readable CSV table"):
+        compare.read_table(bad)
+    bad.write_text('a,b\n1,"2\n')
+    with pytest.raises(compare.CompareError, match=f"^{bad}: not a readable CSV table"):
+        compare.read_table(bad)
+    bad.write_text("paper,claim\nx,y\n")
+    with pytest.raises(compare.CompareError, match=r"no column 'id' \(a claims table"):
+        compare.read_claims(bad)
+    ref = write_results(tmp_path / "ref", REFERENCE, [0.1, 0.2, 0.3], "holds")
+    loc = write_results(tmp_path / "loc", REFERENCE, [0.1, 0.2, 0.3], "holds")
+    (tmp_path / "replications").mkdir()
+    args = ["--results", str(loc), "--reference", str(ref)]
+    assert compare.main([*args, "--replications", str(tmp_path / "replications")]) == 2
+    assert capsys.readouterr().err == (f"compare: {tmp_path}/replications: cannot tell the paper tier's tables "
+                                       f"({tmp_path}/replications: no <paper>/experiments.yaml found)\n")
+    for text in ("{not json", "[1, 2]"):
+        (ref / "embedded" / "machine.json").write_text(text)
+        assert compare.main(args) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"compare: {ref}/embedded/machine.json: not a machine record (") and err.count("\n") == 1
+    (ref / "embedded" / "machine.json").unlink()
+    (loc / "embedded" / "runs" / "r").mkdir(parents=True)
+    (loc / "embedded" / "runs" / "r" / "manifest.json").write_text("{")
+    assert compare.main(args) == 2
+    assert capsys.readouterr().err.startswith(f"compare: {loc}/embedded/runs/*/manifest.json: not a machine record (")
+    (loc / "embedded" / "runs" / "r" / "manifest.json").unlink()
+
+    def full(path, text):
+        raise compare.WriteError(28, f"cannot write {path} (ENOSPC: No space left on device)")
+    monkeypatch.setattr(compare, "atomic_write_text", full)
+    assert compare.main(args) == 2
+    assert capsys.readouterr().err == f"compare: cannot write {loc}/embedded/comparison.md (ENOSPC: No space left on device)\n"
+
+
+def test_the_command_line_names_what_it_does():
+    with pytest.raises(SystemExit) as e:
+        compare.main([])
+    assert e.value.code == 2
+    with pytest.raises(SystemExit):
+        compare.main(["--help"])
+
+
+def test_help_starts_with_the_modules_first_line(capsys):
+    with pytest.raises(SystemExit):
+        compare.main(["--help"])
+    assert compare.__doc__.splitlines()[0] in " ".join(capsys.readouterr().out.split())

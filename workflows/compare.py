@@ -135,9 +135,9 @@ def exact_differences(a: pd.DataFrame, b: pd.DataFrame) -> list[str]:
     for col in compared_columns(a):
         same = (a[col] == b[col]) | (a[col].isna() & b[col].isna())
         if not same.all():
-            rows = list(same[~same].index[:3])
-            out.append(f"column {col!r}: {int((~same).sum())} row(s) differ, e.g. row {rows[0]}: "
-                       + versus(a[col][rows[0]], b[col][rows[0]]))
+            row = same.index[~same][0]
+            out.append(f"column {col!r}: {int((~same).sum())} row(s) differ, e.g. row {row}: "
+                       + versus(a[col][row], b[col][row]))
     return out
 
 
@@ -149,7 +149,7 @@ class Cells:
         self.broken: list[str] = []   # differences no seed spread can explain
 
     def add(self, where: str, mr, sr, nr, ml, sl, nl) -> None:
-        if nr < 2 or nl < 2:
+        if min(nr, nl) < 2:
             self.broken.append(f"{where}: {versus(mr, ml)}, one seed: only bit-identity can be judged (no spread)")
         elif sr == 0 and sl == 0:
             self.broken.append(f"{where}: {versus(mr, ml)}, the same in every seed")
@@ -166,10 +166,11 @@ class Cells:
         return out
 
 
-def half_width(sr: float, nr: int, sl: float, nl: int, cells: int, level: float = 0.05) -> float:
+def half_width(sr: float, nr: int, sl: float, nl: int, cells: int, level: float) -> float:
     """How far two means of seeds may lie apart by chance: the two-sided t quantile at `level`,
-    Bonferroni over `cells`, times the standard error of their difference."""
-    return stats.t.ppf(1 - level / 2 / max(cells, 1), nr + nl - 2) * math.sqrt(sr**2 / nr + sl**2 / nl)
+    Bonferroni over `cells` (>= 1: the tested one among them), times the standard error of their
+    difference."""
+    return stats.t.ppf(1 - level / 2 / cells, nr + nl - 2) * math.sqrt(sr**2 / nr + sl**2 / nl)
 
 
 def _group_name(keys: tuple, names: list[str]) -> str:
@@ -202,8 +203,7 @@ def seed_cells(ref: pd.DataFrame, loc: pd.DataFrame) -> tuple[Cells, int]:
                                     f"{int(l.notna().sum())} of {len(l)} here")
                 continue
             r, l = r.dropna(), l.dropna()
-            cells.add(where, r.mean(), r.std(ddof=1) if len(r) > 1 else 0.0, len(r),
-                      l.mean(), l.std(ddof=1) if len(l) > 1 else 0.0, len(l))
+            cells.add(where, r.mean(), r.std(ddof=1), len(r), l.mean(), l.std(ddof=1), len(l))   # 1 seed: sd nan
     return cells, count
 
 
@@ -254,7 +254,7 @@ def judge_table(ref: pd.DataFrame, loc: pd.DataFrame, each_row: bool = False) ->
                  or c in seed_keys(ref) or c == "seed"]
         seeded = True
     else:   # a table of means: everything but the means, their sds and what is derived from them is fixed
-        judged = {c for t in triples for c in t[1:3]}
+        judged = {c for _, mean, sd, _ in triples for c in (mean, sd)}
         derived = {"interval_low", "interval_high", "quality_low", "quality_high"} if triples else set()
         text = {"regime", "verdict", "reached", "per_seed", "method"} if each_row else set()
         fixed = [c for c in compared_columns(ref) if c not in judged | derived | text]
@@ -288,10 +288,9 @@ def judge_claims_table(ref: pd.DataFrame, loc: pd.DataFrame) -> tuple[str, list[
     kept = [df[[k not in skip for k in claim_keys(df)]].reset_index(drop=True) for df in (ref, loc)]
     outcome, why = judge_table(*kept, each_row=True)
     mine, theirs = int(untested(loc).sum()), int(untested(ref).sum())
-    note = (f"judged on the {len(kept[1])} claims this tier ran; {mine} not run in this tier ({PAPER_TIER})" if mine
-            else f"judged on the {len(kept[1])} claims both ran")
-    note += f"; {theirs} not run in the reference's tier" if theirs else ""
-    return outcome, [note, *why]
+    notes = [f"{mine} not run in this tier ({PAPER_TIER})"] if mine else []
+    notes += [f"{theirs} not run in the reference's tier"] if theirs else []
+    return outcome, [", ".join(notes) + ", the others judged", *why]
 
 
 def tables(folder: Path) -> set[Path]:
@@ -304,7 +303,7 @@ def paper_tier_figures(scale: str, replications: Path = ROOT / "replications") -
     try:
         plan = load_plan(replications, scale)
     except ExperimentsError as e:
-        raise CompareError(f"{replications}: cannot tell the paper tier's tables ({one_line(e)[:300]})") from None
+        raise CompareError(f"{replications}: cannot tell the paper tier's tables ({one_line(e)})") from None
     return {pf for pf, tier in plan.tier_of.items() if tier == "paper"}
 
 
@@ -348,14 +347,13 @@ def compare_tables(ref_dir: Path, loc_dir: Path, paper_figures: set[tuple[str, s
                 outcome, why = judge_claims_table(read_claims(ref_dir / rel), read_claims(loc_dir / rel))
             else:
                 outcome, why = judge_table(read_table(ref_dir / rel), read_table(loc_dir / rel))
-            rows.append({**row, "outcome": outcome, "detail": "; ".join(why[:3])
-                         + (f"; ... {len(why) - 3} more" if len(why) > 3 else "")})
+            rows.append({**row, "outcome": outcome, "detail": listed(why, 3, "; ")})
     return rows
 
 
 def verdict_head(v) -> str:
     """A verdict's first clause ('holds', 'not in the paper's regime', ...), without its reason."""
-    return "" if pd.isna(v) else one_line(str(v).split(":", 1)[0])
+    return "" if pd.isna(v) else one_line(str(v).partition(":")[0])
 
 
 def effect_text(row) -> str:
@@ -395,7 +393,7 @@ def compare_claims(ref_csv: Path, loc_csv: Path) -> list[dict]:
                                    each_row=True)
         rows.append({**base, "outcome": outcome, "yours": verdict_head(l["verdict"]), "your_effect": effect_text(l),
                      "verdict": "same" if same_verdict(r["verdict"], l["verdict"]) else "changed",
-                     "detail": "; ".join(why[:2])})
+                     "detail": listed(why, 3, "; ")})
     for key in claim_keys(loc):
         if key not in theirs:
             rows.append({"kind": "claim", "name": one_line(f"{key[0]} {key[1]}"), "outcome": "missing", "reference": "",
@@ -421,7 +419,7 @@ def machines(folder: Path) -> list[str]:
 
 def md_cell(v) -> str:
     """A Markdown table cell: one line, its `|` escaped."""
-    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else one_line(v).replace("|", r"\|")
+    return one_line(v).replace("|", r"\|")
 
 
 def csv_cell(v):
@@ -460,8 +458,9 @@ def summary(rows: list[dict]) -> str:
     return ", ".join(f"{n[o]} {o}" for o in OUTCOMES if n[o])
 
 
-def _listed(names: list[str], shown: int = SHOWN) -> str:
-    return ", ".join(names[:shown]) + (f", ... {len(names) - shown} more" if len(names) > shown else "")
+def listed(items: list[str], shown: int, sep: str = ", ") -> str:
+    """The first `shown` items, and how many more there are."""
+    return sep.join(items[:shown]) + (f"{sep}... {len(items) - shown} more" if len(items) > shown else "")
 
 
 def closing_summary(rows: list[dict], ref_dir: Path, loc_dir: Path, tiers: list[str], md: Path) -> list[str]:
@@ -476,18 +475,18 @@ def closing_summary(rows: list[dict], ref_dir: Path, loc_dir: Path, tiers: list[
     different = [r for r in t if r["outcome"] == "different"]
     out += [f"  different: {r['name']}: {r['detail'][:300]}" for r in different[:SHOWN]]
     if len(different) > SHOWN:
-        out.append(f"  different, also: {_listed([r['name'] for r in different[SHOWN:]])}")
+        out.append(f"  different, also: {listed([r['name'] for r in different[SHOWN:]], SHOWN)}")
     by_reason: dict[str, list[str]] = {}
     for r in t:
         if r["outcome"] == "not regenerated":
             by_reason.setdefault(r["detail"], []).append(r["name"])
-    out += [f"  not regenerated: {_listed(names, 3)}: {reason}" for reason, names in by_reason.items()]
+    out += [f"  not regenerated: {listed(names, 3)}: {reason}" for reason, names in by_reason.items()]
     if c:
         changed = [r for r in c if r.get("verdict") == "changed"]
         out.append(f"claims: {summary(c)}; verdict changed in {len(changed)}")
         out += [f"  {r['name']}: {r['reference']} (reference) -> {r['yours']} (yours)" for r in changed[:SHOWN]]
         if len(changed) > SHOWN:
-            out.append(f"  changed, also: {_listed([r['name'] for r in changed[SHOWN:]], len(changed))}")
+            out.append(f"  changed, also: {', '.join(r['name'] for r in changed[SHOWN:])}")
     out.append(f"comparison, with both verdicts of every claim side by side: {md} (and comparison.csv)")
     return out
 
