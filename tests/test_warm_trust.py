@@ -25,6 +25,7 @@ import yaml
 from conftest import ROOT, TINY
 
 from codist.launching import warm_client, warm_server
+from codist.launching.launch import EXTENSIONS, extensions_dir
 from codist.owner import proc_stat
 from codist.rank_env import rank_env
 from codist.launching.warm_client import WarmRun, WarmUnavailable, server_key
@@ -287,7 +288,9 @@ def test_a_pid_the_server_names_is_signalled_only_if_it_is_the_servers_run(warm_
 def session_server(tmp_path) -> tuple[int, Path]:
     """The session's warm server for TINY's `codist run` (started by a first run), its pid and log."""
     assert victim_run(tmp_path / "first", os.environ["XDG_RUNTIME_DIR"]).returncode == 0
-    sock = warm_client.runtime_dir() / f"{server_key(rank_env(dict(os.environ), 1, 'cpu'))}.sock"
+    env = rank_env(dict(os.environ), 1, "cpu")
+    env[EXTENSIONS] = str(extensions_dir(env)[0])   # as launch_env gives the ranks (part of the server's key)
+    sock = warm_client.runtime_dir() / f"{server_key(env)}.sock"
     return int(Path(f"{sock}.lock").read_text()), sock.with_suffix(".log")
 
 
