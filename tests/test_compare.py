@@ -548,3 +548,32 @@ def test_help_starts_with_the_modules_first_line(capsys):
     with pytest.raises(SystemExit):
         compare.main(["--help"])
     assert compare.__doc__.splitlines()[0] in " ".join(capsys.readouterr().out.split())
+
+
+def test_every_group_and_every_mean_of_a_row_is_judged_after_one_that_is_not():
+    ref, mine = figure_table(REFERENCE), figure_table(REFERENCE)
+    ref.loc[[0, 1, 2], "step_to_target"] = [500.0, 600.0, 700.0]   # MA-DNN reached in 3 seeds, then 2 here
+    mine.loc[[0, 1], "step_to_target"] = [500.0, 650.0]
+    ref.loc[[3, 4], "step_to_target"] = [800.0, 900.0]    # EC-DNN in 2, then 3 here
+    mine.loc[[3, 4, 5], "step_to_target"] = [800.0, 900.0, 950.0]
+    outcome, why = compare.judge_table(ref, mine)
+    assert outcome == "different" and [w.split(" [")[1].split(",")[0] for w in why] == ["series=MA-DNN", "series=EC-DNN"]
+    cols = ["row", "x ours mean", "x ours sd", "x n", "y ours mean", "y ours sd", "y n"]
+    ref = pd.DataFrame([["r", None, None, 0, 10.0, 1.0, 3],          # x: no value on either side
+                        ["s", 5.0, 1.0, 3, 10.0, 1.0, 3],            # x: equal
+                        ["t", 5.0, 1.0, 3, 10.0, 1.0, 3]], columns=cols)
+    mine = ref.assign(**{"y ours mean": 20.0})
+    mine.loc[2, "x ours mean"] = None                                # x: a value in the reference only
+    outcome, why = compare.judge_table(ref, mine)
+    assert outcome == "different" and [w.split(":")[0] for w in why] == ["x [t]", "y [r]", "y [s]", "y [t]"], why
+    # 5 cells (x of r has no value: not one), t(1 - 0.025 / 5, 4) * sqrt(1/3 + 1/3) = 3.759
+    assert why[1] == "y [r]: mean 10 in the reference vs 20 here (difference +10, relative +1), outside +-3.759"
+
+
+def test_a_claims_detail_names_its_first_three_differences(tmp_path):
+    ref = claims_table([0.1, 0.2, 0.3], "holds")
+    ref.to_csv(tmp_path / "ref.csv", index=False)
+    ref.assign(claim="other", source="Fig. 9", basis="other", measure="best").to_csv(tmp_path / "loc.csv", index=False)
+    (row,) = compare.compare_claims(tmp_path / "ref.csv", tmp_path / "loc.csv")
+    assert [part.split(":")[0] for part in row["detail"].split("; ")] == [
+        "column 'claim'", "column 'source'", "column 'basis'", "... 1 more"], row["detail"]
