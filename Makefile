@@ -64,7 +64,7 @@ test-slurm: $(STAMP)
 # the committed reference results/; a fresh clone has no results-local/, so every run of the default
 # tier trains (Snakemake then reuses what is up to date there; FRESH=1 retrains everything). It ends
 # with workflows/compare.py: every table and claim beside the reference's (bit-identical, within seed
-# noise, different), written to $(RESULTS)/embedded/comparison.md. TARGETS="sun2016/cifar10.csv ..."
+# noise, different, not run in this tier), written to $(RESULTS)/embedded/comparison.md. TARGETS="sun2016/cifar10.csv ..."
 # (relative to $(RESULTS)/embedded/) makes only those. RESULTS=results regenerates the reference.
 # TIER=paper adds the paper-tier figures (--config tier=paper). SEEDS=N adds N to every seed list
 # (--config seed_offset=N: fresh seeds, new run ids, into results-seeds+N; the claims say so).
