@@ -1,7 +1,12 @@
 """Where an update's time goes, for the rows of results/bench/efficiency.csv furthest from the fp32 GEMM
 peak: torch.profiler over codist's own loop (one rank, 1 thread, as efficiency.py sets it up).
 
-    python benchmarks/efficiency_profile.py [--rows 2] [--updates 200] [--out results/bench]
+    python benchmarks/efficiency_profile.py [--workloads 2] [--only lm:512 cifar:32 ...] [--updates 200]
+        [--out results/bench]
+
+Which rows: the fp32 row furthest from the peak of each of the `--workloads` workloads furthest from it
+(one row a workload), or the rows `--only` names (workload:batch; of several such rows, the one
+furthest from the peak). A run replaces the breakdowns of the rows it profiles and keeps the others.
 
 Per row, one line per part of the update, in ms per update and as a share of its wall time:
 - the harness's own calls, each wrapped in a profiler range here: the batch (`stream.batch`), the
@@ -74,7 +79,8 @@ def profile(row: dict, updates: int) -> list[dict]:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rows", type=int, default=2, help="how many rows, furthest from the fp32 peak first")
+    p.add_argument("--workloads", type=int, default=2, help="how many workloads, furthest from the fp32 peak first")
+    p.add_argument("--only", nargs="+", metavar="WORKLOAD:BATCH", help="profile these rows instead")
     p.add_argument("--updates", type=int, default=200)
     p.add_argument("--out", default=str(efficiency.ROOT / "results" / "bench"))
     p.add_argument("--child", nargs=2, metavar=("ROW", "UPDATES"), help=argparse.SUPPRESS)
@@ -84,7 +90,13 @@ def main(argv=None) -> int:
         return 0
     import subprocess
     table = pd.read_csv(Path(args.out) / "efficiency.csv")
-    table = table[table.precision == "fp32"].sort_values("ratio_to_fp32_peak").head(args.rows)
+    table = table[table.precision == "fp32"].sort_values("ratio_to_fp32_peak")
+    if args.only:
+        wanted = [tuple(x.split(":")) for x in args.only]
+        table = table[[(w, str(b)) in wanted for w, b in zip(table.workload, table.batch)]]
+        table = table.drop_duplicates(["workload", "batch"])
+    else:
+        table = table.drop_duplicates("workload").head(args.workloads)
     plan = {(r["workload"]["name"], json.dumps(r["workload"], sort_keys=True), r["batch"]): r
             for r in efficiency.plan_rows()}
     out, refused = [], []
@@ -104,7 +116,12 @@ def main(argv=None) -> int:
             out += [{**line, "ratio_to_fp32_peak": t.ratio_to_fp32_peak, "loadavg": load,
                      "cpu": t.cpu, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())} for line in lines]
     if out:
-        benchlib.write_csv(pd.DataFrame(out), args.out, "efficiency_profile.csv")
+        new = pd.DataFrame(out)
+        path = Path(args.out) / "efficiency_profile.csv"
+        if path.exists():   # the breakdowns of rows not profiled now are kept
+            old = pd.read_csv(path)
+            new = pd.concat([old[~old.row.isin(set(new.row))], new], ignore_index=True)
+        benchlib.write_csv(new, args.out, "efficiency_profile.csv")
         print(pd.DataFrame(out)[["row", "part", "ms_per_update", "share_of_wall"]].to_string(index=False))
     for line in refused:
         print(line, file=sys.stderr)
