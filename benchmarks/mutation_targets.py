@@ -28,6 +28,12 @@ TARGETS: dict[str, dict] = {
     # make replicate's comparison (issue 42 s.3): its tests on small tables in the real formats (seconds); the
     # machine-record test there reaches codist.runlog, not compare.py
     "workflows/compare.py": {"tests": ["test_compare.py"], "k": "not records_the_machine"},
+    # a sequential claim's looks and its state file (issue 42 s.3): small tables and a throw-away git history
+    "analysis/sequential.py": {"tests": ["test_sequential.py"]},
+    # each claim's design commit and its post-results changes, from a throw-away git repository
+    "analysis/preregistration.py": {"tests": ["test_preregistration.py"]},
+    # runs -> the per-figure tables (mean over seeds, reached k of n, the headline model's step_to_target)
+    "analysis/aggregate.py": {"tests": ["test_analysis.py"]},
     "src/codist/rank/distill.py": {"tests": ["test_distill.py"]},
     "src/codist/rank/optim.py": {"tests": ["test_schedule.py"]},
     # the byte formulas at p = 3, 4, every hook, unseen calls and the summary on one forked 4-rank world
