@@ -306,3 +306,47 @@ def test_cifar_resnet_sizes_and_shapes():
     assert model(torch.randn(2, 3, 32, 32)).shape == (2, 7)
     with pytest.raises(ValueError, match="6n"):
         build_cifar_resnet(18, 16, 10)
+
+
+class _OneAtATime(torch.utils.data.Dataset):
+    """A RandomCropFlip seen only through __getitem__ (no batch method): what the stream collated before."""
+
+    def __init__(self, aug: RandomCropFlip):
+        self.aug = aug
+
+    def __len__(self) -> int:
+        return len(self.aug)
+
+    def __getitem__(self, i):
+        return self.aug[i]
+
+
+def test_augmented_batches_equal_one_image_at_a_time_bit_for_bit():
+    """RandomCropFlip.batch and the stream that uses it give the batches, and leave the global RNG, exactly
+    as collating one augmented image at a time did: the committed runs' augmentations are unchanged."""
+    from torch.utils.data import TensorDataset
+    from torch.utils.data._utils.collate import default_collate
+
+    from codist.rank.data import BatchStream, model_data
+
+    g = torch.Generator().manual_seed(0)
+    aug = RandomCropFlip(TensorDataset(torch.randn(64, 3, 12, 12, generator=g), torch.randint(0, 10, (64,), generator=g)),
+                         padding=2)
+    idx = torch.randperm(64, generator=g)[:24]
+    torch.manual_seed(5)
+    one = default_collate([aug[int(k)] for k in idx])
+    after_one = torch.get_rng_state()
+    torch.manual_seed(5)
+    whole = aug.batch(idx)
+    assert torch.equal(whole[0], one[0]) and torch.equal(whole[1], one[1])
+    assert torch.equal(torch.get_rng_state(), after_one)
+    assert (whole[0] != F.pad(aug.base.tensors[0][idx], (2,) * 4)[:, :, 2:14, 2:14]).any()   # it did augment
+    for split in ("same", "disjoint"):   # through the stream: the dataset itself, or a Subset of it
+        streams = []
+        for data in (aug, _OneAtATime(aug)):
+            part, seed = model_data(data, split, 1, 2, 7)
+            torch.manual_seed(11)
+            stream = BatchStream(part, 8, 1, 0, seed)
+            streams.append([stream.batch(step) for step in range(5)])
+        for (x, y), (x1, y1) in zip(*streams):
+            assert torch.equal(x, x1) and torch.equal(y, y1)

@@ -43,7 +43,19 @@ class BatchStream:
         idx = self.indices(step)
         if isinstance(self.dataset, TensorDataset):
             return tuple(t[idx] for t in self.dataset.tensors)
+        whole, idx = batched_source(self.dataset, idx)
+        if whole is not None:   # the same items as one at a time, built as one batch
+            return whole.batch(idx)
         return default_collate([self.dataset[int(k)] for k in idx])
+
+
+def batched_source(dataset: Dataset, idx: torch.Tensor) -> tuple[Dataset | None, torch.Tensor]:
+    """(the dataset that builds a whole batch itself, the indices into it) when `dataset` or the one a
+    Subset of it wraps has a `batch(indices)` method equal to collating its items one at a time
+    (workloads.cifar.RandomCropFlip); (None, idx) otherwise."""
+    if isinstance(dataset, Subset) and hasattr(dataset.dataset, "batch"):
+        return dataset.dataset, torch.as_tensor(dataset.indices)[idx]
+    return (dataset, idx) if hasattr(dataset, "batch") else (None, idx)
 
 
 def shard_indices(n: int, ranks: int, rank: int) -> range:
