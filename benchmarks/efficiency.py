@@ -13,8 +13,8 @@ process group and allocator are its own), 1 thread.
 
 A timing decides nothing unless the machine was quiet: each row records the 1-minute load average
 before and after it, and a row whose load reached QUIET_LOAD (2 on this 2-core machine) is refused,
-never written (benchlib.refuse_loaded). A run with --only replaces those workloads' rows and keeps
-the others, so the table can be completed across quiet windows.
+never written (benchlib.refuse_loaded). A run replaces the rows it measured (same workload section,
+batch and precision) and keeps the others, so the table can be completed across quiet windows.
 
 Writes results/bench/efficiency.csv. Where the time goes: benchmarks/efficiency_profile.py.
 """
@@ -46,7 +46,7 @@ WARMUP_UPDATES = 3      # first updates: allocator, lazy init, oneDNN primitive 
 EXTRA_BATCHES = {
     "lm": {512: "issue 37's Anil sync arm: >= 4 x B_crit with the step-count fit's B_crit ~145 "
                 "(replications/anil2018/pilots/critical_batch.csv)",
-           1024: "issue 37's Anil sync arm, B_crit ~250",
+           1024: "issue 37's Anil sync arm: a candidate between the two estimates (4 x 256)",
            4096: "issue 37's Anil sync arm if the critical batch is near the gradient noise scale, ~1,000-1,400 "
                  "at the claims' losses (replications/anil2018/pilots/noise_scale.csv)"},
     "translation": {32: "the embedded preset (Sodhani fig5 and sec4 are not run at this scale yet: issue 37's pilots)"},
