@@ -9,6 +9,12 @@ on line numbers.
 from __future__ import annotations
 
 REASONS: list[tuple[str, str, str, str, str, str]] = [
+    ("analysis/aggregate.py", "ReplaceFalseWithTrue", 'g = table.groupby("series", sort=False)',
+     'g = table.groupby("series", sort=True)', "equivalent",
+     "series_means reindexes its result by the figure's series order after the groupby, so the groupby's own order never shows"),
+    ("analysis/aggregate.py", "NumberReplacer", 'metric = table["metric"].iloc[0]', 'metric = table["metric"].iloc[ -1]',
+     "accepted", "every run of a figure is one workload and reports its one headline metric, so the first and the last row "
+                 "name the same metric; a table mixing metrics never comes from the plan"),
     ("analysis/stats.py", "NumberReplacer",
      "half = t_quantile(n) * sd / math.sqrt(n) if n > 1 else math.nan",
      "half = t_quantile(n) * sd / math.sqrt(n) if n > 0 else math.nan", "equivalent",

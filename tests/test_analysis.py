@@ -181,3 +181,68 @@ def test_the_markdown_redrawn_from_the_table_is_the_one_the_runs_give(figure, tm
     redrawn = tmp_path / "redrawn.md"
     assert aggregate.main(["--runs", str(figure), "--from-table", str(out["csv"]), "--markdown", str(redrawn)]) == 0
     assert redrawn.read_text() == out["md"].read_text()
+
+
+def test_a_cut_metrics_line_is_named_by_its_number(tmp_path):
+    """The first line that is not JSON, counted from 1 with blank lines counted: line 4 here."""
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 1}\n\n{"step": 2}\n{"step": \n')
+    with pytest.raises(ValueError, match=r"metrics\.jsonl:4: not a JSON metrics row"):
+        aggregate.read_metrics(path)
+
+
+def test_a_changed_metrics_file_names_only_what_differs(figure):
+    """A value edited in place keeps the row count and last step: the message names the digest alone."""
+    manifest = json.loads(figure.read_text())
+    path = Path(manifest["runs"][0]["run_dir"]) / "metrics.jsonl"
+    path.write_text(path.read_text().replace('"val_loss": 1.8', '"val_loss": 1.7', 1))
+    with pytest.raises(ValueError, match="not the metrics its run finished with") as e:
+        aggregate.aggregate(manifest)
+    assert "sha256" in str(e.value) and "rows" not in str(e.value) and "last_step" not in str(e.value)
+
+
+def test_a_lower_is_better_target_is_reached_when_equalled():
+    rows = [{"step": s, "val_loss": v} for s, v in ((10, 2.0), (20, 1.5), (30, 1.2))]
+    summary = {"target": 1.5, "metric": "val_loss", "higher_is_better": False}
+    assert aggregate.reached(rows, summary)["step"] == 20
+
+
+def test_the_tables_keep_the_figures_series_order_and_their_columns(figure, tmp_path):
+    """Series in the figure's order (here not alphabetical), world_size then seeds first, no index
+    column in the Markdown tables or the curves CSV."""
+    manifest = json.loads(figure.read_text())
+    for r in manifest["runs"]:
+        r["series"] = {"one": "zeta", "two": "alpha"}[r["series"]]
+    manifest["series"] = ["zeta", "alpha"]
+    figure.write_text(json.dumps(manifest))
+    table, _ = aggregate.aggregate(manifest)
+    means = aggregate.series_means(table, manifest["series"])
+    assert list(means.columns[:3]) == ["series", "world_size", "seeds"]
+    assert list(means["series"]) == ["zeta", "alpha"]
+    md = aggregate.markdown(manifest, table)
+    for block in md.split("## ")[1:]:
+        header = next(line for line in block.splitlines() if line.startswith("|"))
+        assert header.split("|")[1].strip() in ("series", "world_size"), header
+    out = {k: tmp_path / f"o.{k}" for k in ("csv", "md", "curves")}
+    assert aggregate.main(["--runs", str(figure), "--table", str(out["csv"]), "--markdown", str(out["md"]),
+                           "--curves", str(out["curves"])]) == 0
+    assert pd.read_csv(out["curves"]).columns[0] == "series"
+
+
+def test_the_cli_needs_its_inputs_and_outputs(figure, tmp_path, capsys):
+    md = str(tmp_path / "o.md")
+    for argv in (["--markdown", md], ["--runs", str(figure)],
+                 ["--runs", str(figure), "--table", str(tmp_path / "o.csv"), "--curves", str(tmp_path / "c.csv")],
+                 ["--runs", str(figure), "--markdown", md, "--table", str(tmp_path / "o.csv")],
+                 ["--runs", str(figure), "--markdown", md, "--curves", str(tmp_path / "c.csv")]):
+        with pytest.raises(SystemExit) as e:
+            aggregate.main(argv)
+        assert e.value.code == 2, argv
+    assert not (tmp_path / "o.md").exists()
+
+
+def test_a_figure_of_one_run_has_its_tables(figure):
+    manifest = json.loads(figure.read_text())
+    manifest["runs"] = manifest["runs"][:1]
+    table, _ = aggregate.aggregate(manifest)
+    assert f"(metric: {METRIC})" in aggregate.markdown(manifest, table)
