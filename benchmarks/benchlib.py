@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 
+import pandas as pd
 import yaml
 
 from codist import config
@@ -41,13 +43,19 @@ def loadavg() -> float:
 QUIET_LOAD = 2.0
 
 
+def quiet(load: float | None) -> bool:
+    """Whether a timing taken at this highest 1-minute load average may decide anything (None or NaN:
+    not sampled, so no)."""
+    return load is not None and load == load and load < QUIET_LOAD
+
+
 def refuse_loaded(rows: list[dict], key: str = "loadavg") -> tuple[list[dict], list[str]]:
     """(the rows timed on a quiet machine, one line per row refused): a row whose `key` (the highest
     load average seen while it was timed) reached QUIET_LOAD, or that has none, is not a figure."""
     kept, refused = [], []
     for row in rows:
         load = row.get(key)
-        if load is None or not load < QUIET_LOAD:
+        if not quiet(load):
             refused.append(f"refused, not written: {row.get('model', row.get('workload', '?'))} batch "
                            f"{row.get('batch', '?')}: load average {load} (a timing counts below {QUIET_LOAD})")
         else:
@@ -85,10 +93,6 @@ def write_csv(df, out_dir: str | os.PathLike, name: str) -> Path:
 def write_quiet(rows: list[dict], out_dir: str | os.PathLike, name: str) -> int:
     """Write the rows timed on a quiet machine to <out_dir>/<name> (refuse_loaded), print a line per
     row refused to stderr; the exit code: 1 if any was refused."""
-    import sys
-
-    import pandas as pd
-
     kept, refused = refuse_loaded(rows)
     if kept:
         write_csv(pd.DataFrame(kept), out_dir, name)

@@ -196,7 +196,6 @@ def measure(row: dict, precision: str) -> dict:
 
     torch.set_num_threads(1)
     peaks = {"fp32": gemm_peak(torch, torch.float32), "bf16": gemm_peak(torch, torch.bfloat16)}
-    steps = STEPS
     with one_rank_run(row, precision) as run:
         cfg = run.cfg
         algo, workload = run.algo, run.workload
@@ -213,7 +212,7 @@ def measure(row: dict, precision: str) -> dict:
         torch.manual_seed(1009)
         model = workload.build_model()
         opt = build_optimizer(model.parameters(), cfg.optimizer)
-        sched = build_scheduler(opt, cfg.schedule, steps)
+        sched = build_scheduler(opt, cfg.schedule, STEPS)
         stream = workload.train_stream("same", 0, 1, cfg.train.batch_per_rank, 1, 0, cfg.seed)
         cast = precision_mod.autocast(precision, torch.device("cpu"))
 

@@ -41,7 +41,7 @@ from benchmarks.mutation_targets import EXCLUDE_OPERATORS, PRELOAD, TARGETS  # n
 ROOT = Path(__file__).resolve().parents[1]
 FIELDS = ["module", "line", "operator", "occurrence", "change", "status", "reason"]
 SUMMARY_FIELDS = ["module", "mutants", "killed", "timeout", "survived", "equivalent", "incompetent", "score",
-                  "tests", "baseline_s", "timeout_s", "wall_s", "commit", "module_sha256", "rerun", "date"]
+                  "tests", "baseline_s", "timeout_s", "wall_s", "loadavg", "commit", "module_sha256", "rerun", "date"]
 # Run by cosmic-ray's own interpreter: every pending mutant in argv[2] ([operator, occurrence]
 # pairs: those already killed) is marked skipped, so `exec` runs only the others (--survivors).
 ONLY = """import json, sys
@@ -167,7 +167,8 @@ def summarise(module: str, rows: list[dict], spec: dict, baseline: float, timeou
     return {"module": module, "mutants": len(rows), **count, "score": f"{score:.3f}",
             "tests": " ".join(spec["tests"]) + "".join(f" -{o[0]} '{spec[o]}'" for o in ("marks", "k") if spec.get(o)),
             "baseline_s": f"{baseline:.1f}", "timeout_s": f"{timeout:.0f}", "wall_s": f"{wall:.0f}",
-            "commit": commit, "date": datetime.date.today().isoformat()}
+            # beside the timings: they set the per-mutant timeout and say what a run cost, nothing more
+            "loadavg": f"{os.getloadavg()[0]:.2f}", "commit": commit, "date": datetime.date.today().isoformat()}
 
 
 def merge_csv(path: Path, fields: list[str], new: list[dict], modules: set[str]) -> None:

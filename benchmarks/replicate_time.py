@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmarks.benchlib import refuse_loaded
+from benchmarks.benchlib import quiet
 
 OUT_NAME = "replicate_time.csv"
 KEY = ["figures", "tier", "commit"]
@@ -104,9 +104,7 @@ def row(logs: list[Path], root: Path, load: Path | None, tier: str, cores: int, 
 
 def with_budget_figure(table: pd.DataFrame) -> pd.DataFrame:
     """`table` with `budget_figure`: whether the row may size a tier (its load_max below QUIET_LOAD)."""
-    rows = [{"model": f, "loadavg": None if pd.isna(m) else m} for f, m in zip(table.figures, table.load_max)]
-    quiet = {id(r) for r in refuse_loaded(rows)[0]}
-    return table.assign(budget_figure=[id(r) in quiet for r in rows])
+    return table.assign(budget_figure=[quiet(m) for m in table.load_max])
 
 
 def budget_rows(table: pd.DataFrame) -> pd.DataFrame:

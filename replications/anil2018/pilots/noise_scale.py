@@ -52,10 +52,13 @@ def squared_norm(workload, model, params, inputs, targets) -> float:
 def noise_scale(workload, model, small, big, b_small: int, b_big: int, draws: int, at: int) -> tuple[float, float]:
     """(|G|^2, tr(Sigma)) from `draws` pairs of a small and a big batch (fresh text, drawn at index `at` on)."""
     params = [p for p in model.parameters() if p.requires_grad]
-    g_small = sum(squared_norm(workload, model, params, small.batch(at + k)[0]["tokens"], small.batch(at + k)[1])
-                  for k in range(draws)) / draws
-    g_big = sum(squared_norm(workload, model, params, big.batch(at + k)[0]["tokens"], big.batch(at + k)[1])
-                for k in range(draws)) / draws
+
+    def mean_squared_norm(stream) -> float:
+        batches = (stream.batch(at + k) for k in range(draws))
+        return sum(squared_norm(workload, model, params, inputs["tokens"], targets)
+                   for inputs, targets in batches) / draws
+
+    g_small, g_big = mean_squared_norm(small), mean_squared_norm(big)
     g2 = (b_big * g_big - b_small * g_small) / (b_big - b_small)
     trace = (g_small - g_big) / (1 / b_small - 1 / b_big)
     return g2, trace
