@@ -5,6 +5,7 @@ import torch
 
 from ..algorithms.base import TrainContext
 from .data import eval_batches, evaluation_slice, to_device
+from .norm_stats import as_saved
 from .precision import autocast
 from .probes import build_probes
 
@@ -13,7 +14,9 @@ class Evaluator:
     """Each rank evaluates its shard of the validation set (or of its `train.eval_size` slice,
     without the workload's whole-set metrics) on the models its algorithm gives it, and adds its
     own model's training statistics and the requested probes (`train.probes`); one all-reduce of
-    the (models x statistics) table gives every rank every model's metrics."""
+    the (models x statistics) table gives every rank every model's metrics. The models are scored
+    as they are saved: a model of several ranks with the BatchNorm statistics of its saved file
+    (the group's, `norm_stats.as_saved`), each rank's own given back after."""
 
     def __init__(self, ctx: TrainContext, algo):
         self.ctx, self.algo = ctx, algo
@@ -27,7 +30,17 @@ class Evaluator:
     def __call__(self, train_loss_sum: float, train_loss_count: int, distill_sum: float = 0.0,
                  distill_count: int = 0) -> dict[str, dict[str, float]]:
         ctx, topo = self.ctx, self.ctx.topo
-        keys, rows = None, {}
+        with as_saved(self.algo):   # the saved file's norm statistics, not this rank's own
+            rows = self.score()
+        keys = list(rows[next(reversed(rows))]) if rows else None
+        if keys is None:  # every algorithm gives each rank its own model to evaluate
+            raise RuntimeError(f"rank {topo.rank}: the algorithm gave this rank no model to evaluate")
+        return self.metrics(rows, keys, train_loss_sum, train_loss_count, distill_sum, distill_count)
+
+    def score(self) -> dict[str, dict[str, float]]:
+        """This rank's sums over its shard, per model the algorithm gives it to evaluate."""
+        ctx, topo = self.ctx, self.ctx.topo
+        rows = {}
         for name, model in self.algo.eval_models().items():
             was_training = model.training
             model.eval()
@@ -41,9 +54,11 @@ class Evaluator:
                         sums[k] = sums.get(k, 0.0) + v
             model.train(was_training)
             rows[name] = sums
-            keys = list(sums)
-        if keys is None:  # every algorithm gives each rank its own model to evaluate
-            raise RuntimeError(f"rank {topo.rank}: the algorithm gave this rank no model to evaluate")
+        return rows
+
+    def metrics(self, rows, keys, train_loss_sum, train_loss_count, distill_sum, distill_count):
+        """The all-reduced (models x statistics) table as every model's metrics."""
+        ctx, topo = self.ctx, self.ctx.topo
         own = ["train_loss_sum", "train_loss_count", "comm_sent_bytes", "distill_sum", "distill_count"]
         cols = keys + own + list(self.probes)
         table = torch.zeros(len(self.names), len(cols), dtype=torch.float64)
