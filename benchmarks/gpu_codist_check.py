@@ -48,7 +48,7 @@ def runs(device: str, gpus: int) -> list[tuple[str, str, dict]]:
             "workload": {"name": "imagenet", "dataset": "embedded"}, "optimizer": {"name": "sgd", "lr": 0.1}}
         base.pop("source", None)
         algos = [("codistill", {"name": "codistill", "exchange_every": max(5, steps // 10)})]
-        if name == "cifar":
+        if name == "cifar" and two:   # (one GPU: both would be the same all-reduce run in one directory)
             algos.append(("ensemble_compress", {"name": "ensemble_compress", "tau": max(5, steps // 4)}))
         for algo, section in algos:
             cfg = {**base, "name": f"gpu-check {name} {algo}", "algorithm": section if two else {"name": "allreduce"},

@@ -178,6 +178,9 @@ def test_codist_check_configs_are_valid_runs_for_every_family():
                 assert (cfg.parallel.world_size, cfg.parallel.models) == (2, 2)
         if gpus != 1:
             assert {a for _, a, _ in got} == {"codistill", "ensemble_compress"}
+        # each run its own directory (named family_algorithm): on one GPU cifar's two algorithms were the
+        # same all-reduce run, the second found the first's finished checkpoint and was killed at once
+        assert len({(w, a) for w, a, _ in got}) == len(got)
 
 
 def test_codist_check_stops_and_resumes_a_real_run_on_the_cpu(tmp_path, capsys):

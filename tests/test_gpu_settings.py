@@ -1,4 +1,4 @@
-"""What a GPU run sets up, checked without a GPU: TF32 (`train.tf32`) and DeepSpeed's timers as the
+"""What a GPU run sets up, checked without a GPU (one test, marked cuda, on a real one): TF32 (`train.tf32`) and DeepSpeed's timers as the
 real libraries read them, both recorded in the run's manifest; run ids kept."""
 from __future__ import annotations
 
@@ -178,3 +178,35 @@ def test_set_up_gives_the_process_group_the_device_it_picked():
              if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "init"]
     assert len(calls) == 1 and any(k.arg == "device" and getattr(k.value, "id", None) == "device"
                                    for k in calls[0].keywords)
+
+
+ONE_GPU_RANK = """
+import torch, torch.distributed as dist
+from codist.rank import distributed
+device, backend = distributed.pick_device("cuda")
+distributed.init(1, backend, timeout_s=120, device=device)
+x = torch.full((4,), 2.0, device=device)
+dist.all_reduce(x)
+torch.cuda.synchronize()
+print(device, backend, dist.get_backend(), x.device, float(x.sum()))
+"""
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_real_gpu_local_rank_3_with_one_visible_gpu_joins_nccl_on_device_0():
+    """The srun --gpus-per-task=1 case on a real GPU, NCCL and DeepSpeed (the test above fakes the
+    accelerator): LOCAL_RANK 3 and one visible GPU; the rank picks cuda:0, joins the job over NCCL
+    through DeepSpeed's init_distributed and reduces a tensor there. (One GPU holds one NCCL rank, so
+    the world here is 1: the device_id binding of a world > 1 is the faked test's.)"""
+    import os
+    import subprocess
+
+    from codist.launching.launch import free_port
+    env = {**os.environ, "RANK": "0", "LOCAL_RANK": "3", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1",
+           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
+           "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]}
+    env.pop("SLURM_PROCID", None)
+    done = subprocess.run([sys.executable, "-c", ONE_GPU_RANK], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-5:] == ["cuda:0", "nccl", "nccl", "cuda:0", "8.0"]
