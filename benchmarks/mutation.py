@@ -3,9 +3,10 @@
 Each module of benchmarks/mutation_targets.py is mutated by cosmic-ray (one mutant at a time,
 written into the file on disk, so the ranks and servers the tests start import the mutant too),
 and the test files that cover it run against each mutant with a per-mutant timeout (4x the
-unmutated run plus 30 s). All of it happens in a private copy of the checkout (HEAD by default,
-the working tree with --worktree), never in the checkout itself, which others may be using: the
-copy's src/ and analysis/ come first on PYTHONPATH, so nothing imports the checkout's code.
+unmutated run plus 30 s). All of it happens in a private copy of the checkout (a git clone at HEAD,
+with its history, by default; the working tree's files over it with --worktree), never in the
+checkout itself, which others may be using: the copy's src/ and analysis/ come first on
+PYTHONPATH, so nothing imports the checkout's code.
 
 Writes results/bench/mutation.csv (one row per mutant: module, line, operator, the changed line,
 status killed / timeout / survived / equivalent / incompetent, and a reason for survivors and
@@ -56,21 +57,33 @@ with use_db(sys.argv[1], WorkDB.Mode.open) as db:
 
 
 def copy_checkout(dest: Path, worktree: bool) -> str:
-    """The checkout's HEAD (or its working tree: tracked and untracked, not ignored) in `dest`;
-    returns what was copied (the commit, '+worktree' when the working tree)."""
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, check=True,
+    """The checkout's HEAD (or its working tree: tracked and untracked, not ignored) in `dest`/tree;
+    returns what was copied (the commit, '+worktree' when the working tree).
+
+    The copy is a git clone of the checkout at HEAD, so the tests that read the design history
+    (tests/test_preregistration.py: every claim of the real papers, from git) read the same history
+    there. It shares the checkout's objects read-only (`--shared`: git never writes into an
+    alternate; the copy's own writes go to its own .git) and names no remote, so nothing a mutant
+    does in the copy reaches the checkout's repository."""
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, check=True,
                             capture_output=True, text=True).stdout.strip()
-    if worktree:
-        files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True,
-                               capture_output=True).stdout
-        subprocess.run(["tar", "--null", "-T", "-", "-cf", "-"], cwd=ROOT, input=files, check=True,
-                       stdout=open(dest / "tree.tar", "wb"))
-    else:
-        subprocess.run(["git", "archive", "-o", str(dest / "tree.tar"), "HEAD"], cwd=ROOT, check=True)
-    (dest / "tree").mkdir()
-    subprocess.run(["tar", "-xf", str(dest / "tree.tar"), "-C", str(dest / "tree")], check=True)
-    (dest / "tree.tar").unlink()
-    return commit + ("+worktree" if worktree else "")
+    tree = dest / "tree"
+    quiet = {"check": True, "capture_output": True}
+    subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(ROOT), str(tree)], **quiet)
+    subprocess.run(["git", "-C", str(tree), "remote", "remove", "origin"], **quiet)
+    subprocess.run(["git", "-C", str(tree), "checkout", "-q", "--detach", commit], **quiet)
+    if worktree:   # the working tree's files over HEAD's: changed, added, untracked; deleted ones removed
+        deleted = set(subprocess.run(["git", "ls-files", "-d", "-z"], cwd=ROOT, **quiet).stdout.split(b"\0")) - {b""}
+        files = [f for f in subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT,
+                                           **quiet).stdout.split(b"\0") if f and f not in deleted]
+        subprocess.run(["tar", "--null", "-T", "-", "-cf", str(dest / "tree.tar")], cwd=ROOT,
+                       input=b"\0".join(files), check=True)
+        subprocess.run(["tar", "-xf", str(dest / "tree.tar"), "-C", str(tree)], check=True)
+        (dest / "tree.tar").unlink()
+        for f in deleted:
+            (tree / os.fsdecode(f)).unlink(missing_ok=True)
+    short = subprocess.run(["git", "rev-parse", "--short", commit], cwd=ROOT, **quiet, text=True).stdout.strip()
+    return short + ("+worktree" if worktree else "")
 
 
 def test_command(sock: Path, python: Path, spec: dict) -> list[str]:
