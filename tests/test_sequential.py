@@ -164,6 +164,12 @@ def test_before_the_runs_a_margin_is_judged_at_the_last_look_s_seeds_and_level(t
                                           f"1000 validation examples resolve (80% power, bounds at 0.975: the last look's)")
     assert df.loc["fixed", "verdict"].startswith(f"underpowered: margin 0.05 < {need3:.3g}, the least that 3 seeds")
     assert df.loc["enough", "verdict"] == df.loc["seq", "verdict"] == "holds"   # bounds +/- 0.0025 at look 1
+    # three looks: the last one's 8 seeds at 1 - 0.05 / 3, not the second's 5
+    need8 = (float(student_t.ppf(1 - 0.05 / 3, 7)) + float(student_t.ppf(0.90, 7))) * floor / math.sqrt(8)
+    write_spec(tmp_path / "rep", claim("under", looks=(3, 5, 8), metric="val_accuracy", within=need8 - 1e-5))
+    df = claims.evaluate(spec, figs, "embedded").set_index("id")
+    assert df.loc["under", "verdict"] == (f"underpowered: margin {need8 - 1e-5:g} < {need8:.3g}, the least that 8 seeds x "
+                                          f"1000 validation examples resolve (80% power, bounds at 0.9833: the last look's)")
 
 
 def test_a_claim_without_sequential_reads_the_declared_seeds_of_an_extended_figure(tmp_path):
@@ -333,6 +339,106 @@ def test_repeat_from_the_command_line_runs_the_command_given(tmp_path):
     assert (tmp_path / "ran").read_text() == "1"
     assert sequential.main(["repeat", str(tmp_path / "res" / "embedded"), "--", sys.executable, "-c",
                             "raise SystemExit(4)"]) == 2
+
+
+
+def test_pending_exits_3_and_reads_every_claim_of_the_state(tmp_path, capsys):
+    # the documented exit status (make replicate-sequential, make verify branch on it); a final claim listed
+    # before one that asks is skipped, not the end of the file; a figure without _runs.json holds no seeds
+    scale_dir = tmp_path / "res" / "embedded"
+    state_file(tmp_path / "res", [{"id": "done", "look": 1, "seeds_needed": 3, "status": "final"},
+                                  {"id": "c", "seeds_needed": 5}])
+    assert sequential.main(["pending", str(scale_dir)]) == 3
+    assert capsys.readouterr().out.splitlines() == ["toy c: look 1 of 3 inconclusive at n = 3; figure f needs 5 seeds "
+                                                    "(holds 0)"]
+
+
+def test_a_state_with_looks_that_are_not_integers_is_one_line_and_exit_2(tmp_path, capsys):
+    path = state_file(tmp_path / "res", [{"id": "c", "looks": "3 five 8", "seeds_needed": 5}])
+    assert sequential.main(["pending", str(tmp_path / "res" / "embedded")]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"error: {path}: line 2 (claim 'c'): looks and seeds_needed must be integers; "
+                   f"got '3 five 8', '5'\n")
+
+
+def test_repeat_stops_after_the_first_pass_and_20_more(tmp_path):
+    # every pass adds the seeds asked and reaches the next of 28 looks, so claims keep asking: the documented
+    # limit (Makefile's replicate-sequential: "20 more passes did not end it") ends the loop after 21 passes
+    scale_dir, passes = tmp_path / "res" / "embedded", []
+    looks = " ".join(map(str, range(3, 31)))
+
+    def one_pass() -> int:
+        passes.append(1)
+        n = 2 + len(passes)
+        state_file(tmp_path / "res", [{"id": "c", "looks": looks, "look": len(passes), "n": n, "seeds_needed": n + 1}])
+        write_figure(scale_dir / "toy", [0.0] * n)
+        return 0
+    with pytest.raises(sequential.SequentialError, match="still ask for more seeds after 20 more passes"):
+        sequential.repeat(one_pass, scale_dir)
+    assert len(passes) == 21
+    passes.clear()
+    with pytest.raises(sequential.SequentialError, match="after 2 more passes"):
+        sequential.repeat(one_pass, scale_dir, passes=2)
+    assert len(passes) == 3
+
+
+PASS = """import json, sys
+from pathlib import Path
+res = Path(sys.argv[1]) / "toy"
+res.mkdir(parents=True, exist_ok=True)
+k = len(list(res.glob("pass-*"))) + 1
+(res / f"pass-{k}").write_text("")
+print(f"pass {k}")
+n, needed = (3, 5, 8)[k - 1], (5, 8, 8)[k - 1]
+(res / "sequential.csv").write_text("paper,id,figure,looks,look,n,confidence,status,seeds_needed,verdict\\n"
+    f"toy,c,f,3 5 8,{k},{n},0.98,{'next look' if needed > n else 'final'},{needed},inconclusive\\n")
+(res / "f_runs.json").write_text(json.dumps({"runs": [{"seed": s} for s in range(n)]}))
+"""
+
+
+def test_repeat_from_the_command_line_prints_what_each_pass_left_asking_before_the_next(tmp_path):
+    # a log read top to bottom: each pass's output, then the claims it left asking, then the next pass
+    script, scale_dir = tmp_path / "pass.py", tmp_path / "res" / "embedded"
+    script.write_text(PASS)
+    proc = subprocess.run([sys.executable, str(ROOT / "analysis" / "sequential.py"), "repeat", str(scale_dir), "--",
+                           sys.executable, str(script), str(scale_dir)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["pass 1", "toy c: look 1 of 3 inconclusive at n = 3; figure f needs 5 seeds (holds 3)",
+                                        "pass 2", "toy c: look 2 of 3 inconclusive at n = 5; figure f needs 8 seeds (holds 5)",
+                                        "pass 3"]
+
+
+def test_the_separator_before_the_command_is_never_run_as_the_command(tmp_path):
+    # argparse passes a `--` after the first on to the command's words (python 3.11 drops the first one): either
+    # way the command run is what follows the separator
+    script = tmp_path / "pass.py"
+    script.write_text(f"from pathlib import Path\n(Path({str(tmp_path / 'ran')!r})).write_text('1')\n")
+    assert sequential.main(["repeat", str(tmp_path / "res" / "embedded"), "--", "--", sys.executable, str(script)]) == 0
+    assert (tmp_path / "ran").read_text() == "1"
+    with pytest.raises(SystemExit) as e:   # a separator and no command: a usage error, nothing run
+        sequential.main(["repeat", str(tmp_path / "res" / "embedded"), "--", "--"])
+    assert e.value.code == 2
+
+
+def test_the_command_line_says_what_it_is_and_asks_for_a_command(capsys):
+    with pytest.raises(SystemExit) as e:
+        sequential.main(["--help"])
+    assert e.value.code == 0
+    assert "A claim's pre-registered group-sequential design: more seeds at planned looks" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:   # no subcommand: one usage error naming it, exit 2
+        sequential.main([])
+    assert e.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith("error: the following arguments are required: command")
+
+
+def test_a_judge_cannot_alter_the_look_it_is_given():
+    # the looks are fixed in advance: judge_at (analysis/claims.py) reads a look, never moves the rule to another
+    def judge_at(look):
+        with pytest.raises(AttributeError):
+            look.index = 3
+        return {"verdict": "inconclusive"}
+    fields, look, needed = sequential.decide_looks([3, 5, 8], [0, 1, 2], set(range(8)), judge_at)
+    assert (look.index, look.n, look.n_max, needed) == (3, 8, 8, 8)
 
 
 def test_the_looks_and_the_seeds_they_add_are_part_of_the_design():
