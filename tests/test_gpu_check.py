@@ -1,6 +1,6 @@
 """benchmarks/gpu_check.py (`make gpu-check`): the CPU smoke run of its code path, every full-scale model
 built data-free by its real builder, the 2-rank exchange over gloo; on a CUDA machine (marker `cuda`)
-the same on the GPU and over NCCL. Nothing here has run on a GPU yet."""
+the same on the GPU and over NCCL (run on one H200, 2026-12-04: the 2-GPU NCCL test has not run)."""
 from __future__ import annotations
 
 import csv
