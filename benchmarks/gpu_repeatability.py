@@ -3,12 +3,17 @@ embedded preset at a constant LR) twice uninterrupted (A, B) and once stopped by
 checkpoint and resumed (C): are their metrics rows (step, model, val loss and accuracy, train loss)
 identical, and by how much do they differ? Run once, as it stands, on an H200 lent for the session
 (2026-12-04, torch 2.11.0+cu130; run from the repository root with src on PYTHONPATH); its output is
-results/bench/gpu_repeatability.txt. docs/reliability.md quotes it."""
-import json, os, subprocess, sys, tempfile
+results/bench/gpu_repeatability.txt (it imported gpu_codist_check through a sys.path entry then, a package
+import now). docs/reliability.md quotes it."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
-sys.path[:0] = ["benchmarks", "."]
 import yaml
-import gpu_codist_check as g
+
+from benchmarks import gpu_codist_check as g
 
 name, algo, cfg = next(r for r in g.runs("cuda", 1) if r[0] == "cifar")
 work = Path(tempfile.mkdtemp())
