@@ -30,8 +30,11 @@ TARGETS: dict[str, dict] = {
     "workflows/compare.py": {"tests": ["test_compare.py"], "k": "not records_the_machine"},
     # a sequential claim's looks and its state file (issue 42 s.3): small tables and a throw-away git history
     "analysis/sequential.py": {"tests": ["test_sequential.py"]},
-    # each claim's design commit and its post-results changes, from a throw-away git repository
-    "analysis/preregistration.py": {"tests": ["test_preregistration.py"]},
+    # each claim's design commit and its post-results changes, from a throw-away git repository, then the real
+    # papers' history (the private copy is a git clone); a sequential claim's looks and continued seeds as design
+    "analysis/preregistration.py": {"tests": ["test_preregistration.py",
+                                              "test_sequential.py::test_the_looks_and_the_seeds_they_add_are_part_of_the_design",
+                                              "test_sequential.py::test_declaring_looks_after_results_is_a_design_change_to_declare"]},
     # runs -> the per-figure tables (mean over seeds, reached k of n, the headline model's step_to_target)
     "analysis/aggregate.py": {"tests": ["test_analysis.py"]},
     "src/codist/rank/distill.py": {"tests": ["test_distill.py"]},

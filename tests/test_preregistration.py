@@ -77,7 +77,8 @@ def test_a_design_committed_before_its_results_is_pre_registered(repo):
     results = repo.commit(results="series,seed\n")
     repo.commit(spec(**{"claims.0.claim": "a beats b, reworded", "claims.0.regime.0.source": "Fig. 0, line 3",
                         "claims.0.regime.0.check": "renamed", "figures.f.scales.embedded.base":
-                        {**BASE, "launch": {"device": "cpu", "launcher": "warm"}}}))   # wording and launch only
+                        {**BASE, "launch": {"device": "cpu", "launcher": "warm"},    # wording, launch and
+                         "train": {**BASE["train"], "checkpoint_every": 5, "save_model": False}}}))  # what run ids leave out
     repo.commit(spec(**{"figures.f.scales.embedded.series.unrelated": {"optimizer.lr": 0.9}}))  # a series it never reads
     rec = repo.record()
     assert (rec.design_commit, rec.results_commit, rec.relation) == (design, results, "before results")
@@ -126,8 +127,56 @@ def test_a_design_fixed_in_the_commit_of_its_results_or_not_yet_committed(repo):
     both = repo.commit(spec(), results="series,seed\n")
     rec = repo.record()
     assert (rec.relation, rec.after_results) == ("with results", [])     # git cannot show it came first
+    assert rec.design_results == both and pr.status_text(rec) == \
+        f"with results (first results {both[:7]}); results of this design first committed at {both[:7]}"
     repo.paper.write_text(yaml.safe_dump(spec(**{"claims.0.at_least": 0.5})))
     assert repo.record().relation == "uncommitted" and both
+
+
+
+def test_a_preset_s_run_config_is_part_of_the_design(repo):
+    preset = repo.root / "replications" / "presets" / "x.yaml"
+    preset.parent.mkdir()
+    preset.write_text(yaml.safe_dump({"optimizer": {"lr": 0.1, "momentum": 0.9}}))
+    repo.commit(spec(**{"figures.f.scales.embedded.preset": "presets/x.yaml"}))
+    results = repo.commit(results="series,seed\n")
+    assert repo.record().relation == "before results"
+    preset.write_text(yaml.safe_dump({"optimizer": {"lr": 0.1, "momentum": 0.0}}))   # the preset alone changes
+    assert repo.record().relation == "uncommitted"
+    changed = repo.commit()
+    rec = repo.record()
+    assert (rec.design_commit, rec.results_commit, rec.relation) == (changed, results, "after results")
+    assert rec.changes[changed] == "runs.f.series.a.optimizer.momentum, runs.f.series.b.optimizer.momentum"
+
+
+def test_a_regime_check_on_another_figure_reads_that_figure_s_runs(repo):
+    # a check on figure g that names no series reads the claim's a and b there: their runs are part of the design
+    doc = spec(**{"claims.0.regime": [{"check": "b plateaued in g", "figure": "g", "quantity": "last_gain",
+                                       "max": 0.01, "source": "Fig. 1"}]})
+    doc["figures"]["g"] = yaml.safe_load(yaml.safe_dump(doc["figures"]["f"]))
+    repo.commit(doc)
+    repo.commit(results="series,seed\n")
+    doc["figures"]["g"]["scales"]["embedded"]["series"]["b"] = {"optimizer.lr": 0.3}
+    changed = repo.commit(doc)
+    rec = repo.record()
+    assert (rec.relation, rec.after_results) == ("after results", [changed])
+    assert rec.changes[changed] == "runs.g.series.b.optimizer"
+
+
+def test_the_command_line_prints_each_claim_s_design_and_what_is_not_declared(repo, capsys):
+    repo.commit(spec())
+    results = repo.commit(results="series,seed\n")
+    changed = repo.commit(spec(**{"claims.0.at_least": -0.01}))
+    assert pr.main([str(repo.paper)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"c: design {changed[:9]}: after results (first results {results[:7]})",
+        f"    after results: {changed[:9]} changed at_least  NOT DECLARED in {pr.LEDGER}"]
+    repo.commit(ledger={"toy": [{"commit": changed[:8], "why": "because", "claims": ["c"]}]})
+    assert pr.main([str(repo.paper), "--scale", "embedded"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == f"    after results: {changed[:9]} changed at_least"
+    with pytest.raises(SystemExit) as e:
+        pr.main(["--help"])
+    assert e.value.code == 0 and "When each claim's design was fixed, from git" in capsys.readouterr().out
 
 
 def test_the_claims_table_carries_the_design_columns(repo, tmp_path):
@@ -160,6 +209,7 @@ def test_without_the_whole_history_no_design_is_claimed(repo, tmp_path_factory):
     plain.mkdir(parents=True)
     plain.joinpath("experiments.yaml").write_text(repo.paper.read_text())
     assert pr.records(plain / "experiments.yaml") == {}
+    assert pr.status_text(pr.Record("c")) == "no git history"   # a record nothing was read into says so
 
 
 @pytest.mark.parametrize("entry, message", [

@@ -400,8 +400,10 @@ def test_repeat_from_the_command_line_prints_what_each_pass_left_asking_before_t
     # a log read top to bottom: each pass's output, then the claims it left asking, then the next pass
     script, scale_dir = tmp_path / "pass.py", tmp_path / "res" / "embedded"
     script.write_text(PASS)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}   # a log file or pipe: block-buffered
     proc = subprocess.run([sys.executable, str(ROOT / "analysis" / "sequential.py"), "repeat", str(scale_dir), "--",
-                           sys.executable, str(script), str(scale_dir)], capture_output=True, text=True, timeout=120)
+                           sys.executable, str(script), str(scale_dir)], capture_output=True, text=True, timeout=120,
+                          env=env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == ["pass 1", "toy c: look 1 of 3 inconclusive at n = 3; figure f needs 5 seeds (holds 3)",
                                         "pass 2", "toy c: look 2 of 3 inconclusive at n = 5; figure f needs 8 seeds (holds 5)",
