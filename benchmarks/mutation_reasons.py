@@ -233,4 +233,17 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
     ("analysis/sequential.py", "NumberReplacer", "for j in range(1, len(looks) + 1):",
      "for j in range(1, len(looks) + 2):", "equivalent",
      "the last look (j = len(looks)) always returns, so the loop never reaches j = len(looks) + 1"),
+    ("analysis/preregistration.py", "RemoveDecorator", " / @functools.lru_cache(maxsize=None)", "", "equivalent",
+     "a cache of reads that give the same answer within one History (a fixed commit's file, the log at HEAD, a "
+     "preset): without it the same values are read again"),
+    ("analysis/preregistration.py", "ReplaceAndWithOr", "if looks and seeds:   # a sequential claim's later looks' "
+     "seeds are fixed in advance: part of its design", "if looks or seeds:   # a sequential claim's later looks' seeds "
+     "are fixed in advance: part of its design", "equivalent",
+     "with looks or seeds missing (None) or empty, continued() raises TypeError or ValueError (max of nothing), which "
+     "the next line catches: no continued_seeds either way"),
+    ("analysis/preregistration.py", "ExceptionReplacer",
+     "except (TypeError, ValueError):   # an old commit's malformed declaration: its keys already differ",
+     "except (TypeError, CosmicRayTestingException):   # an old commit's malformed declaration: its keys already differ",
+     "equivalent", "behind `if looks and seeds` no ValueError can arise (max of an empty sequence is excluded); a "
+     "malformed value (a number, a string, a nested list) raises TypeError"),
 ]

@@ -73,13 +73,16 @@ def repo(tmp_path):
 
 
 def test_a_design_committed_before_its_results_is_pre_registered(repo):
-    design = repo.commit(spec())
+    per_scale = {"claims.0.scales": {"embedded": {"regime": [{"check": "a plateaued", "quantity": "last_gain",
+                                                              "series": "a", "max": 0.01, "source": "Fig. 0"}]}}}
+    design = repo.commit(spec(**per_scale))
     results = repo.commit(results="series,seed\n")
-    repo.commit(spec(**{"claims.0.claim": "a beats b, reworded", "claims.0.regime.0.source": "Fig. 0, line 3",
-                        "claims.0.regime.0.check": "renamed", "figures.f.scales.embedded.base":
-                        {**BASE, "launch": {"device": "cpu", "launcher": "warm"},    # wording, launch and
-                         "train": {**BASE["train"], "checkpoint_every": 5, "save_model": False}}}))  # what run ids leave out
-    repo.commit(spec(**{"figures.f.scales.embedded.series.unrelated": {"optimizer.lr": 0.9}}))  # a series it never reads
+    repo.commit(spec(**per_scale, **{"claims.0.claim": "a beats b, reworded", "claims.0.regime.0.source": "Fig. 0, line 3",
+                                     "claims.0.regime.0.check": "renamed", "claims.0.scales.embedded.regime.0.why": "x",
+                                     "figures.f.scales.embedded.base":
+                                     {**BASE, "launch": {"device": "cpu", "launcher": "warm"},    # wording, launch and
+                                      "train": {**BASE["train"], "checkpoint_every": 5, "save_model": False}}}))  # what run ids leave out
+    repo.commit(spec(**per_scale, **{"figures.f.scales.embedded.series.unrelated": {"optimizer.lr": 0.9}}))  # a series it never reads
     rec = repo.record()
     assert (rec.design_commit, rec.results_commit, rec.relation) == (design, results, "before results")
     assert rec.after_results == [] and rec.design_results == results
@@ -137,23 +140,36 @@ def test_a_design_fixed_in_the_commit_of_its_results_or_not_yet_committed(repo):
 def test_a_preset_s_run_config_is_part_of_the_design(repo):
     preset = repo.root / "replications" / "presets" / "x.yaml"
     preset.parent.mkdir()
-    preset.write_text(yaml.safe_dump({"optimizer": {"lr": 0.1, "momentum": 0.9}}))
+    # the scale's base (train: steps, batch, evaluation) is merged over the preset's train section, key by key
+    preset.write_text(yaml.safe_dump({"optimizer": {"lr": 0.1, "momentum": 0.9}, "train": {"warmup_steps": 5}}))
     repo.commit(spec(**{"figures.f.scales.embedded.preset": "presets/x.yaml"}))
     results = repo.commit(results="series,seed\n")
     assert repo.record().relation == "before results"
-    preset.write_text(yaml.safe_dump({"optimizer": {"lr": 0.1, "momentum": 0.0}}))   # the preset alone changes
-    assert repo.record().relation == "uncommitted"
+    preset.write_text(yaml.safe_dump({"optimizer": {"lr": 0.1, "momentum": 0.0}, "train": {"warmup_steps": 0}}))
+    assert repo.record().relation == "uncommitted"                                  # the preset alone changed
     changed = repo.commit()
     rec = repo.record()
     assert (rec.design_commit, rec.results_commit, rec.relation) == (changed, results, "after results")
-    assert rec.changes[changed] == "runs.f.series.a.optimizer.momentum, runs.f.series.b.optimizer.momentum"
+    assert rec.changes[changed] == ("runs.f.series.a.optimizer.momentum, runs.f.series.a.train.warmup_steps, "
+                                    "runs.f.series.b.optimizer.momentum, runs.f.series.b.train.warmup_steps")
+
+
+def test_a_preset_that_cannot_be_read_is_the_same_design_everywhere_not_an_error(repo):
+    repo.commit(spec(**{"figures.f.scales.embedded.preset": "presets/none.yaml"}))   # neither in git nor on disk
+    results = repo.commit(results="series,seed\n")
+    rec = repo.record()
+    assert (rec.results_commit, rec.relation, rec.after_results) == (results, "before results", [])
 
 
 def test_a_regime_check_on_another_figure_reads_that_figure_s_runs(repo):
     # a check on figure g that names no series reads the claim's a and b there: their runs are part of the design
-    doc = spec(**{"claims.0.regime": [{"check": "b plateaued in g", "figure": "g", "quantity": "last_gain",
+    # (a check on figure h, which has no runs at this scale, before it)
+    doc = spec(**{"claims.0.regime": [{"check": "h at full scale only", "figure": "h", "quantity": "last_gain",
+                                       "max": 0.01, "source": "Fig. 2"},
+                                      {"check": "b plateaued in g", "figure": "g", "quantity": "last_gain",
                                        "max": 0.01, "source": "Fig. 1"}]})
     doc["figures"]["g"] = yaml.safe_load(yaml.safe_dump(doc["figures"]["f"]))
+    doc["figures"]["h"] = {"title": "h", "kind": "curves", "scales": {"full": doc["figures"]["g"]["scales"]["embedded"]}}
     repo.commit(doc)
     repo.commit(results="series,seed\n")
     doc["figures"]["g"]["scales"]["embedded"]["series"]["b"] = {"optimizer.lr": 0.3}
@@ -161,6 +177,36 @@ def test_a_regime_check_on_another_figure_reads_that_figure_s_runs(repo):
     rec = repo.record()
     assert (rec.relation, rec.after_results) == ("after results", [changed])
     assert rec.changes[changed] == "runs.g.series.b.optimizer"
+
+
+
+def test_a_teacher_run_a_series_reads_is_part_of_the_design(repo):
+    # a distilled student reads its teacher's run ("@name"): a change of the teacher's config changes the design
+    doc = spec(**{"figures.f.scales.embedded.series.a": {"algorithm.name": "distill", "algorithm.teacher_run": "@t"},
+                  "figures.f.scales.embedded.series.t": {"optimizer.lr": 0.3}})
+    repo.commit(doc)
+    repo.commit(results="series,seed\n")
+    doc["figures"]["f"]["scales"]["embedded"]["series"]["t"] = {"optimizer.lr": 0.4}
+    changed = repo.commit(doc)
+    rec = repo.record()
+    assert (rec.relation, rec.after_results, rec.changes[changed]) == ("after results", [changed],
+                                                                       "runs.f.series.t.optimizer.lr")
+
+
+def test_a_change_deep_in_a_run_config_names_its_first_six_levels(repo):
+    repo.commit(spec(**{"figures.f.scales.embedded.series.a": {"optimizer.lr": 0.2, "workload.data.noise": 0.1}}))
+    repo.commit(results="series,seed\n")
+    changed = repo.commit(spec(**{"figures.f.scales.embedded.series.a": {"optimizer.lr": 0.2, "workload.data.noise": 0.2}}))
+    assert repo.record().changes[changed] == "runs.f.series.a.workload.data"
+
+
+def test_a_change_of_many_keys_names_the_first_six(repo):
+    repo.commit(spec())
+    repo.commit(results="series,seed\n")
+    changed = repo.commit(spec(**{"claims.0.at_least": -0.1, "claims.0.basis": "wall-matched", "claims.0.measure": "best",
+                                  "claims.0.metric": "val_accuracy", "claims.0.models": 2, "claims.0.offsets": [1],
+                                  "claims.0.target": 0.5}))
+    assert repo.record().changes[changed] == "at_least, basis, measure, metric, models, offsets"
 
 
 def test_the_command_line_prints_each_claim_s_design_and_what_is_not_declared(repo, capsys):
@@ -210,6 +256,12 @@ def test_without_the_whole_history_no_design_is_claimed(repo, tmp_path_factory):
     plain.joinpath("experiments.yaml").write_text(repo.paper.read_text())
     assert pr.records(plain / "experiments.yaml") == {}
     assert pr.status_text(pr.Record("c")) == "no git history"   # a record nothing was read into says so
+
+
+def test_without_git_installed_no_design_is_claimed(repo, tmp_path_factory, monkeypatch):
+    repo.commit(spec())
+    monkeypatch.setenv("PATH", str(tmp_path_factory.mktemp("no-git")))   # no git executable to run
+    assert pr.records(repo.paper) == {}
 
 
 @pytest.mark.parametrize("entry, message", [
