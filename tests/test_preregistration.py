@@ -172,11 +172,11 @@ def test_a_regime_check_on_another_figure_reads_that_figure_s_runs(repo):
     doc["figures"]["h"] = {"title": "h", "kind": "curves", "scales": {"full": doc["figures"]["g"]["scales"]["embedded"]}}
     repo.commit(doc)
     repo.commit(results="series,seed\n")
-    doc["figures"]["g"]["scales"]["embedded"]["series"]["b"] = {"optimizer.lr": 0.3}
+    doc["figures"]["g"]["scales"]["embedded"]["series"].update(a={"optimizer.lr": 0.25}, b={"optimizer.lr": 0.3})
     changed = repo.commit(doc)
     rec = repo.record()
     assert (rec.relation, rec.after_results) == ("after results", [changed])
-    assert rec.changes[changed] == "runs.g.series.b.optimizer"
+    assert rec.changes[changed] == "runs.g.series.a.optimizer.lr, runs.g.series.b.optimizer"
 
 
 
@@ -191,6 +191,46 @@ def test_a_teacher_run_a_series_reads_is_part_of_the_design(repo):
     rec = repo.record()
     assert (rec.relation, rec.after_results, rec.changes[changed]) == ("after results", [changed],
                                                                        "runs.f.series.t.optimizer.lr")
+
+
+
+def test_students_of_one_teacher_bring_every_run_into_the_design():
+    # three students of teacher t (the claim's a and b, a check's d): the walk over "@" references reaches all four
+    student = {"algorithm.name": "distill", "algorithm.teacher_run": "@t"}
+    doc = spec(**{"figures.f.scales.embedded.series": {"a": student, "b": student, "d": student, "t": {}},
+                  "claims.0.regime": [{"check": "d plateaued", "quantity": "last_gain", "series": "d", "max": 0.01}]})
+    d = pr.claim_design(doc, "c", "embedded", lambda name: {})
+    assert sorted(d["runs"]["f"]["series"]) == ["a", "b", "d", "t"]
+
+
+def test_the_run_b_is_offset_by_is_part_of_the_design(repo):
+    # b_offset "@u": b starts after u's steps (anil2018's student after phase 1), so u's config is part of the design
+    doc = spec(**{"claims.0.b_offset": "@u", "figures.f.scales.embedded.series.u": {"train.steps": 5}})
+    repo.commit(doc)
+    repo.commit(results="series,seed\n")
+    doc["figures"]["f"]["scales"]["embedded"]["series"]["u"] = {"train.steps": 6}
+    changed = repo.commit(doc)
+    assert repo.record().changes[changed] == "runs.f.series.u.train.steps"
+
+
+def test_a_malformed_declaration_in_an_old_commit_is_read_not_a_crash(repo):
+    repo.commit(spec(**{"claims.0.sequential": {"looks": "3, 5"}}))    # a string, fixed later
+    repo.commit(results="series,seed\n")
+    fixed = repo.commit(spec(**{"claims.0.sequential": {"looks": [3, 5]}}))
+    rec = repo.record()
+    assert (rec.after_results, rec.changes[fixed]) == ([fixed], "runs.f.continued_seeds, sequential.looks")
+
+
+def test_an_uncommitted_move_to_a_figure_with_results_has_seen_them(repo):
+    doc = spec()
+    doc["figures"]["g"] = doc["figures"]["f"]
+    repo.commit(doc)
+    (repo.root / "results/embedded/toy/g_curves.csv").write_text("series,seed\n")
+    g_results = repo.commit()
+    doc["claims"][0]["figure"] = "g"
+    repo.paper.write_text(yaml.safe_dump(doc, sort_keys=False))     # not committed
+    rec = repo.record()
+    assert (rec.relation, rec.results_commit) == ("uncommitted", g_results)
 
 
 def test_a_change_deep_in_a_run_config_names_its_first_six_levels(repo):
@@ -267,6 +307,7 @@ def test_without_git_installed_no_design_is_claimed(repo, tmp_path_factory, monk
 @pytest.mark.parametrize("entry, message", [
     ({"commit": "7e95398"}, "expected keys commit, why"),
     ({"commit": "7e95", "why": "x"}, "commit: at least 7 hex digits"),
+    ({"commit": "7e9539", "why": "x"}, "commit: at least 7 hex digits"),
     ({"commit": "7e95398", "why": " "}, "why: say why"),
     ({"commit": "7e95398", "why": "x", "reason": "y"}, "expected keys commit, why"),
 ])
