@@ -148,6 +148,13 @@ def load_points(spec_path: str | Path, replications: str | Path, scale: str) -> 
     return spec, points
 
 
+def _in_checkout(declared: str) -> str:
+    """A paper figure's "<experiments.yaml>: ..." with the path from the checkout's root, not this
+    machine's (it goes into the committed tables)."""
+    root = f"{Path(__file__).resolve().parents[1]}/"
+    return declared[len(root):] if declared.startswith(root) else declared
+
+
 def add_to_plan(plan: Plan, points: list[Point]) -> dict[str, str]:
     """Put the points' configs into the workflow's plan (so its run rules train them); a run a
     paper already declares must be the same config. Returns run id -> the paper figure sharing it."""
@@ -157,7 +164,7 @@ def add_to_plan(plan: Plan, points: list[Point]) -> dict[str, str]:
             if to_dict(plan.configs[p.run_id]) != to_dict(p.config):
                 raise FrontierError(f"run {p.run_id} ({p.workload} {p.label}) differs in name/launch from "
                                     f"{plan.declared_by[p.run_id]}")
-            shared.setdefault(p.run_id, plan.declared_by[p.run_id])
+            shared.setdefault(p.run_id, _in_checkout(plan.declared_by[p.run_id]))
         else:
             plan.configs[p.run_id] = p.config
             plan.declared_by[p.run_id] = f"frontier {p.workload} {p.label}, seed {p.seed}"

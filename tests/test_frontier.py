@@ -138,6 +138,8 @@ def test_plan_points_share_the_papers_runs_and_fit_the_layout():
     for w, label, where in (("image", "MA-DNN H=16", "sun2016 cifar10"),):
         ids = {p.run_id for p in points if p.workload == w and p.label == label}
         assert ids <= paper_runs and all(where in shared[i] for i in ids)
+        # named from the checkout's root: the committed image.csv held this machine's absolute path
+        assert all(shared[i].startswith("replications/sun2016/experiments.yaml: ") for i in ids)
     assert set(plan.configs) == paper_runs | {p.run_id for p in points}
     # DiLoCo's result: G mid-round; model 0 (the outer model the workers hold) when the run ends a round
     diloco = {(p.period, p.config.train.steps % p.period == 0, p.model) for p in points if p.algorithm == "diloco"}
