@@ -241,11 +241,6 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
      "are fixed in advance: part of its design", "equivalent",
      "with looks or seeds missing (None) or empty, continued() raises TypeError or ValueError (max of nothing), which "
      "the next line catches: no continued_seeds either way"),
-    ("analysis/preregistration.py", "ExceptionReplacer",
-     "except (TypeError, ValueError):   # an old commit's malformed declaration: its keys already differ",
-     "except (TypeError, CosmicRayTestingException):   # an old commit's malformed declaration: its keys already differ",
-     "equivalent", "behind `if looks and seeds` no ValueError can arise (max of an empty sequence is excluded); a "
-     "malformed value (a number, a string, a nested list) raises TypeError"),
     ("analysis/preregistration.py", "NumberReplacer",
      'p = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=60)',
      'p = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout= 59)', "accepted",
