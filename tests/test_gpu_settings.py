@@ -1,5 +1,6 @@
-"""What a GPU run sets up, checked without a GPU (one test, marked cuda, on a real one): TF32 (`train.tf32`) and DeepSpeed's timers as the
-real libraries read them, both recorded in the run's manifest; run ids kept."""
+"""What a GPU run sets up, checked without a GPU: TF32 (`train.tf32`) and DeepSpeed's timers as the
+real libraries read them, both recorded in the run's manifest; run ids kept. One test (marked cuda)
+runs on a real GPU: a rank at LOCAL_RANK 3 with one visible GPU joining NCCL."""
 from __future__ import annotations
 
 import json
