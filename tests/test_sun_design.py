@@ -122,15 +122,19 @@ def test_a_plateau_at_chance_fails_the_sun_plateau_check(e_final, ec_round1, cha
 
 def test_the_embedded_round_matches_the_papers_and_ma_runs_a_constant_lr():
     plan = load_plan(ROOT / "replications", "embedded", tier="paper")
-    for fid, k in (("cifar10_k4", 4), ("cifar10_k8", 8), ("cifar100", 4), ("imagenet_speed", 4)):
+    # (figure, K, EC-DNN's round in shard-epochs, tau_EC / tau_MA); the full preset's round is 4,000 updates
+    # of 128 (our batch: the paper gives none) on 12,500 images; CIFAR-100's is issue 37's design (49c05e9):
+    # 4x longer, so its locals reach their shard's plateau at the first round
+    for fid, k, round_epochs, ratio in (("cifar10_k4", 4, 4000 * 128 / 12500, 80), ("cifar10_k8", 8, 4000 * 128 / 12500, 80),
+                                        ("cifar100", 4, 4 * 4000 * 128 / 12500, 320),
+                                        ("imagenet_speed", 4, 4000 * 128 / 12500, 80)):
         cfgs = series_configs(plan, fid)
         ec = cfgs[f"EC-DNN, K={k}"].model_dump()
         ma = cfgs[f"MA-DNN, K={k}"].model_dump()
         q = lambda name: type("Q", (), {"quantity": name})   # noqa: E731
-        # the full preset's round: 4,000 updates of 128 (our batch: the paper gives none) on 12,500 images
-        assert regime.config_quantity(q("round_epochs"), ec) == pytest.approx(4000 * 128 / 12500)
+        assert regime.config_quantity(q("round_epochs"), ec) == pytest.approx(round_epochs), fid
         assert regime.config_quantity(q("rounds"), ec) == 4
-        assert regime.config_quantity(q("rounds"), ma) / regime.config_quantity(q("rounds"), ec) == 80
+        assert regime.config_quantity(q("rounds"), ma) / regime.config_quantity(q("rounds"), ec) == ratio, fid
         for cfg in (ec, ma):
             assert cfg["schedule"]["name"] == "constant"
         e = cfgs[f"E-DNN, K={k}"]
