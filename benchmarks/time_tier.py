@@ -1,0 +1,135 @@
+"""A tier's end-to-end wall time on this machine, figure by figure, with what else ran beside it:
+
+    python benchmarks/time_tier.py --results DIR [--tier paper] [--logs DIR/timing] [--only NAME ...]
+
+Runs `make replicate TIER=<tier> RESULTS=DIR TARGETS=...` once per group, one after another: the
+default tier's figures together ("default"), then each paper-tier figure alone, then one call with no
+targets ("rest": the claims tables, notebooks and summary figure of `all`). Each call's output goes to
+LOGS/<name>.log between '== start NAME <iso> <epoch>' and '== end NAME <iso> <epoch> rc=N' lines, the
+format benchmarks/replicate_time.py reads; a group whose log already ends with rc=0 is skipped, so a
+stopped timing resumes (Snakemake reuses the runs that finished; the stopped call's row spans its
+calls). Read the rows with replicate_time.py --log LOGS/*.log --load LOGS/load.log.
+
+LOGS/load.log gets a line every 30 s: '<epoch> <1-min load> <foreign>', where foreign is the mean
+number of runnable threads over the last 30 s (sampled every 2 s from /proc) that are not this
+timing's: a process is the timing's when its environment carries this call's CODIST_TIER_TIMING
+token (make, Snakemake, its jobs, and the warm server and ranks, which inherit it even after they
+leave the driver's process tree). The tier's own ranks load a 2-core machine to 2 and beyond, so the
+load average alone cannot tell a quiet timing from a shared one; the foreign count can.
+
+Why not Snakemake's --benchmark: it times one job, not a tier, and says nothing of what else ran.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import secrets
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from workflows.experiments import load_plan
+
+ROOT = Path(__file__).resolve().parent.parent
+
+MARK = "CODIST_TIER_TIMING"
+SAMPLE_S, WRITE_S = 2.0, 30.0
+
+
+def groups(tier: str, scale: str = "embedded") -> list[tuple[str, list[str]]]:
+    """(name, TARGETS) per call: the default tier's figures, each paper-tier figure, then the rest."""
+    plan = load_plan(ROOT / "replications", scale, None, tier, 0, "results")
+    made = [(pf, plan.tier_of[pf]) for pf in plan.figures]   # figures with runs at this scale
+    default = [f"{p}/{f}.png" for (p, f), t in made if t == "default"]
+    paper = [(f"{p}-{f}", [f"{p}/{f}.png"]) for (p, f), t in made if t == "paper"]
+    return [("default", default), *paper, ("rest", [])]
+
+
+def runnable_threads(token: bytes) -> tuple[int, int]:
+    """(runnable threads of this timing, runnable threads of everything else), from /proc."""
+    ours = theirs = 0
+    me = os.getpid()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+            running = 0
+            for tid in tasks:
+                stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+                running += stat[stat.rindex(")") + 2] == "R"
+            if not running:
+                continue
+            mine = int(pid) == me or token in Path(f"/proc/{pid}/environ").read_bytes()
+        except (FileNotFoundError, ProcessLookupError, PermissionError, ValueError):
+            continue   # gone while read
+        if mine:
+            ours += running
+        else:
+            theirs += running
+    return ours, theirs
+
+
+def sample(path: Path, token: bytes, stop: threading.Event) -> None:
+    """Appends '<epoch> <1-min load> <foreign>' to `path` every WRITE_S until `stop`."""
+    seen: list[int] = []
+    last = time.monotonic()
+    while not stop.wait(SAMPLE_S):
+        seen.append(runnable_threads(token)[1])
+        if time.monotonic() - last >= WRITE_S:
+            with path.open("a") as f:
+                f.write(f"{int(time.time())} {os.getloadavg()[0]:.2f} {sum(seen) / len(seen):.2f}\n")
+            seen, last = [], time.monotonic()
+
+
+def finished(log: Path) -> bool:
+    return log.exists() and any(line.startswith("== end ") and line.rstrip().endswith("rc=0")
+                                for line in log.read_text().splitlines())
+
+
+def call(name: str, targets: list[str], args, env: dict) -> int:
+    log = args.logs / f"{name}.log"
+    now = dt.datetime.now(dt.timezone.utc)
+    with log.open("a") as out:
+        out.write(f"== start {name} {now:%Y-%m-%dT%H:%M:%SZ} {int(now.timestamp())} load={os.getloadavg()[0]:.2f}\n")
+        out.flush()
+        cmd = ["make", "--no-print-directory", "replicate", f"TIER={args.tier}", f"RESULTS={args.results}",
+               f"CORES={args.cores}"] + ([f"TARGETS={' '.join(targets)}"] if targets else [])
+        rc = subprocess.call(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        end = dt.datetime.now(dt.timezone.utc)
+        out.write(f"== end {name} {end:%Y-%m-%dT%H:%M:%SZ} {int(end.timestamp())} rc={rc}\n")
+    return rc
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--results", required=True, help="the results root to replicate into (relative to the checkout)")
+    p.add_argument("--tier", default="paper")
+    p.add_argument("--cores", type=int, default=2)
+    p.add_argument("--logs", type=Path, default=None, help="default RESULTS/timing")
+    p.add_argument("--only", nargs="*", default=None, help="these groups only (names as in the logs)")
+    args = p.parse_args(argv)
+    args.logs = args.logs or ROOT / args.results / "timing"
+    args.logs.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_hex(8)
+    env = {**os.environ, MARK: token}
+    stop = threading.Event()
+    sampler = threading.Thread(target=sample, args=(args.logs / "load.log", token.encode(), stop), daemon=True)
+    sampler.start()
+    try:
+        for name, targets in groups(args.tier):
+            if (args.only is not None and name not in args.only) or finished(args.logs / f"{name}.log"):
+                continue
+            print(f"{name}: {len(targets)} target(s)", flush=True)
+            if call(name, targets, args, env) != 0:
+                print(f"{name} failed: see {args.logs / f'{name}.log'}", file=sys.stderr)
+                return 1
+    finally:
+        stop.set()
+        sampler.join()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
