@@ -12,12 +12,19 @@ how many of them ran at once. The runs are the named figures' runs
 (ROOT/embedded/<paper>/<figure>_runs.json) with a summary.json under ROOT; their own elapsed_s are
 summed beside the wall time (oversubscribed ranks on a shared machine: the sum is what the runs
 took one after another, the rest is Snakemake, the analysis and, with lanes, their overlap).
-LOAD.log holds '<epoch s> <1-min load average>' samples (a sampler every 30 s): each row notes the
-load over its call, because the 2-core machine is shared and a timing under load is slower.
+LOAD.log holds '<epoch s> <1-min load average> [<foreign>]' samples (a sampler every 30 s): each row
+notes the load over its call, because the 2-core machine is shared and a timing under load is slower.
+benchmarks/time_tier.py writes the third column, the mean number of runnable threads that were not the
+timing's: the tier's own ranks load the machine to 2 and more, so for its calls the load average
+cannot tell a quiet timing from a shared one, and the foreign count decides instead.
 
 Rows are keyed by (figures, tier, commit): a rerun of the same call replaces its row. A row sizes a
-tier (`budget_figure`, read by budget_rows) only when its highest sampled load stayed below
-benchlib.QUIET_LOAD: a timing taken under load, or with no load sampled, decides nothing.
+tier (`budget_figure`, read by budget_rows) only when it was timed on a quiet machine: with foreign
+samples, when at most FOREIGN_MAX threads of others ran beside it on average; without them (an older
+log), when its highest sampled load stayed below benchlib.QUIET_LOAD. A timing taken under load, or
+with no load sampled, decides nothing. With --total NAME, a last row sums the calls of one timing
+(the tier end to end: wall time from the first start to the last end, each run counted once); it
+sizes the tier only when every call does and the first began at a load of at most START_LOAD.
 Writes results/bench/replicate_time.csv.
 """
 from __future__ import annotations
@@ -32,9 +39,14 @@ import pandas as pd
 
 from benchmarks.benchlib import quiet
 
+# The issue's rule for a tier timing: the machine's 1-min load at most 1.5 when the timing starts,
+# and (ours) under a tenth of a core of other work beside it on average: a check of the load alone
+# would refuse every tier timing, since the tier's own ranks keep the 2 cores busy.
+START_LOAD, FOREIGN_MAX = 1.5, 0.1
+
 OUT_NAME = "replicate_time.csv"
 KEY = ["figures", "tier", "commit"]
-_MARK = re.compile(r"^== (start|end) (\S+) (\S+) (\d+)(?: rc=(\d+))?")
+_MARK = re.compile(r"^== (start|end) (\S+) (\S+) (\d+)(?: rc=(\d+))?(?: load=([\d.]+))?")
 _TARGET = re.compile(r"results/embedded/(\w+)/(\w+?)(?:_paper)?\.(?:png|md|csv)\b")
 
 
@@ -44,7 +56,7 @@ def parse_log(path: Path) -> dict:
     for line in path.read_text().splitlines():
         m = _MARK.match(line)
         if m:
-            marks[m.group(1)] = (int(m.group(4)), m.group(3), m.group(5), m.group(2))
+            marks[m.group(1)] = (int(m.group(4)), m.group(3), m.group(5), m.group(2), m.group(6))
         elif "snakemake " in line and command is None:   # make's echo of its snakemake command
             command = line
             for paper, figure in _TARGET.findall(line):
@@ -53,7 +65,8 @@ def parse_log(path: Path) -> dict:
     if "start" not in marks or "end" not in marks:
         raise SystemExit(f"{path}: no '== start' and '== end' lines (a call that did not finish)")
     return {"name": marks["start"][3], "start": marks["start"][0], "end": marks["end"][0], "started_utc": marks["start"][1],
-            "rc": int(marks["end"][2]) if marks["end"][2] is not None else None, "figures": figures}
+            "rc": int(marks["end"][2]) if marks["end"][2] is not None else None, "figures": figures,
+            "start_load": float(marks["start"][4]) if marks["start"][4] is not None else None}
 
 
 def runs_of(root: Path, figures: list[tuple[str, str]]) -> dict[str, float]:
@@ -70,41 +83,84 @@ def runs_of(root: Path, figures: list[tuple[str, str]]) -> dict[str, float]:
     return out
 
 
-def load_over(path: Path | None, start: int, end: int) -> tuple[float | None, float | None]:
-    """Mean and max of the load samples taken within [start, end]."""
+def load_over(path: Path | None, start: int, end: int) -> tuple[float | None, float | None, float | None]:
+    """Mean and max of the load samples taken within [start, end], and the mean foreign count (None
+    where the samples have no third column)."""
     if path is None:
-        return None, None
-    vals = [float(v) for t, v in (line.split() for line in path.read_text().splitlines() if line.strip())
-            if start <= int(t) <= end]
-    return (round(sum(vals) / len(vals), 1), max(vals)) if vals else (None, None)
+        return None, None, None
+    rows = [line.split() for line in path.read_text().splitlines() if line.strip()]
+    rows = [r for r in rows if start <= int(r[0]) <= end]
+    if not rows:
+        return None, None, None
+    vals = [float(r[1]) for r in rows]
+    foreign = [float(r[2]) for r in rows if len(r) > 2]
+    return (round(sum(vals) / len(vals), 1), max(vals),
+            round(sum(foreign) / len(foreign), 3) if len(foreign) == len(rows) else None)
 
 
-def row(logs: list[Path], root: Path, load: Path | None, tier: str, cores: int, commit: str, extra: str = "") -> dict:
-    """One row for the calls of one NAME (see the module docstring)."""
-    calls = [parse_log(log) for log in logs]
-    figures = [pf for c in calls for pf in c["figures"]]
-    figures = [pf for i, pf in enumerate(figures) if pf not in figures[:i]]
-    if not figures:
-        raise SystemExit(f"{', '.join(map(str, logs))}: no snakemake command naming a figure's targets")
+def _calls_row(calls: list[dict], figures: list[tuple[str, str]], label: str, root: Path, load: Path | None,
+               tier: str, cores: int, commit: str, extra: str) -> dict:
     start, end = min(c["start"] for c in calls), max(c["end"] for c in calls)
     at_once = max(sum(c["start"] <= t < c["end"] for c in calls) for t in (c["start"] for c in calls))
     runs = runs_of(root, figures)
-    mean, peak = load_over(load, start, end)
-    note = (f"shared {cores}-core machine (other sessions' tests and runs beside it), nice 10; {len(calls)} "
-            f"call(s), up to {at_once} at once; "
-            + (f"1-min load mean {mean} (max {peak}) over the calls" if mean is not None else "load not sampled")
-            + (f"; {extra}" if extra else ""))
+    mean, peak, foreign = load_over(load, start, end)
     first = min(calls, key=lambda c: c["start"])
-    return {"figures": " + ".join(f"{p}/{f}" for p, f in figures), "tier": tier, "runs": len(runs),
+    note = (f"{cores}-core machine; {len(calls)} call(s), up to {at_once} at once; "
+            + (f"1-min load mean {mean} (max {peak}) over the calls" if mean is not None else "load not sampled")
+            + (f", {foreign} runnable threads of others beside them on average" if foreign is not None else "")
+            + (f", load {first['start_load']} at the start" if first["start_load"] is not None else "")
+            + (f"; {extra}" if extra else ""))
+    return {"figures": label, "tier": tier, "runs": len(runs),
             "wall_s": end - start, "runs_elapsed_s": round(sum(runs.values()), 1), "cores": cores,
-            "load_mean": mean, "load_max": peak, "load_note": note, "rc": max(calls, key=lambda c: c["end"])["rc"],
+            "load_mean": mean, "load_max": peak, "load_at_start": first["start_load"], "foreign_mean": foreign,
+            "load_note": note, "rc": max(calls, key=lambda c: c["end"])["rc"],
             "commit": commit, "date": dt.datetime.fromtimestamp(start, dt.timezone.utc).date().isoformat(),
             "started_utc": first["started_utc"]}
 
 
+def _figures(calls: list[dict]) -> list[tuple[str, str]]:
+    figures = [pf for c in calls for pf in c["figures"]]
+    return [pf for i, pf in enumerate(figures) if pf not in figures[:i]]
+
+
+def row(logs: list[Path], root: Path, load: Path | None, tier: str, cores: int, commit: str, extra: str = "") -> dict:
+    """One row for the calls of one NAME (see the module docstring); a call naming no figure (the
+    rest of `all`: claims tables, notebooks) is labelled by its NAME."""
+    calls = [parse_log(log) for log in logs]
+    figures = _figures(calls)
+    label = " + ".join(f"{p}/{f}" for p, f in figures) or f"{calls[0]['name']} (no figure named: the rest of `all`)"
+    return _calls_row(calls, figures, label, root, load, tier, cores, commit, extra)
+
+
+def total_row(logs: list[Path], name: str, root: Path, load: Path | None, tier: str, cores: int, commit: str,
+              extra: str = "") -> dict:
+    """One row for every call of one timing: the tier end to end, each run counted once."""
+    calls = [parse_log(log) for log in logs]
+    out = _calls_row(calls, _figures(calls), name, root, load, tier, cores, commit, extra)
+    return {**out, "total": True}
+
+
+def _known(value) -> bool:
+    return value is not None and value == value   # NaN: a column this row has no value in
+
+
+def _budget(r: pd.Series) -> bool:
+    if not _known(r.get("foreign_mean")):   # an older log: the load alone
+        return quiet(r.load_max)
+    if _known(r.get("total")) and bool(r.get("total")):   # the tier's start: the issue's load rule
+        if not (_known(r.get("load_at_start")) and r.load_at_start <= START_LOAD):
+            return False
+    return bool(r.foreign_mean <= FOREIGN_MAX)
+
+
 def with_budget_figure(table: pd.DataFrame) -> pd.DataFrame:
-    """`table` with `budget_figure`: whether the row may size a tier (its load_max below QUIET_LOAD)."""
-    return table.assign(budget_figure=[quiet(m) for m in table.load_max])
+    """`table` with `budget_figure`: whether the row may size a tier (see the module docstring)."""
+    table = table.assign(budget_figure=[_budget(r) for _, r in table.iterrows()])
+    totals = table.get("total", pd.Series(False, index=table.index)).fillna(False).astype(bool)
+    for i in table.index[totals]:   # a total sizes the tier only when each of its calls does
+        parts = table[~totals & (table.commit == table.commit[i]) & (table.tier == table.tier[i])]
+        table.loc[i, "budget_figure"] = bool(table.budget_figure[i] and parts.budget_figure.all())
+    return table
 
 
 def budget_rows(table: pd.DataFrame) -> pd.DataFrame:
@@ -121,12 +177,16 @@ def main(argv=None) -> int:
     p.add_argument("--tier", default="paper")
     p.add_argument("--cores", type=int, default=2)
     p.add_argument("--note", default="", help="what else ran beside these calls (appended to load_note)")
+    p.add_argument("--total", default=None, help="add a row of every --log's calls under this label")
     p.add_argument("--out", type=Path, default=Path("results/bench"))
     args = p.parse_args(argv)
     groups: dict[str, list[Path]] = {}
     for log in args.log:
         groups.setdefault(parse_log(log)["name"], []).append(log)
-    new = pd.DataFrame([row(logs, args.results, args.load, args.tier, args.cores, args.commit, args.note) for logs in groups.values()])
+    rows = [row(logs, args.results, args.load, args.tier, args.cores, args.commit, args.note) for logs in groups.values()]
+    if args.total:
+        rows.append(total_row(args.log, args.total, args.results, args.load, args.tier, args.cores, args.commit, args.note))
+    new = pd.DataFrame(rows)
     path = args.out / OUT_NAME
     if path.exists():
         old = pd.read_csv(path, dtype={"commit": str})

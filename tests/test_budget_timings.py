@@ -32,3 +32,61 @@ def test_main_writes_the_budget_column(tmp_path):
                                 "--load", str(samples), "--out", str(tmp_path / "out")]) == 0
     written = pd.read_csv(tmp_path / "out" / "replicate_time.csv")
     assert written.budget_figure.tolist() == [False]
+
+
+def _tier_logs(tmp_path, start_load: float):
+    """Two calls of one tier timing (benchmarks/time_tier.py's log format) and their log paths."""
+    logs = []
+    for name, (t0, t1), target in (("default", (1000, 2000), "anil2018/fig4.png"),
+                                   ("sun2016-cifar100", (2000, 4000), "sun2016/cifar100.png")):
+        log = tmp_path / f"{name}.log"
+        load = f" load={start_load}" if name == "default" else " load=2.10"
+        log.write_text(f"== start {name} 2026-12-05T10:00:00Z {t0}{load}\n"
+                       f"snakemake results/embedded/{target}\n== end {name} 2026-12-05T11:00:00Z {t1} rc=0\n")
+        logs.append(log)
+    return logs
+
+
+def test_a_tier_timing_is_judged_by_the_threads_of_others_not_by_its_own_load(tmp_path):
+    """The tier's own ranks keep the load at 2-4 on 2 cores: with foreign samples, the row is a
+    budget figure when others ran under FOREIGN_MAX threads beside it, whatever the load."""
+    logs = _tier_logs(tmp_path, 0.4)
+    rows = []
+    for foreign in (0.02, 0.5):
+        samples = tmp_path / f"load-{foreign}.log"
+        samples.write_text("".join(f"{t} 3.9 {foreign}\n" for t in range(1000, 4001, 30)))
+        rows.append(replicate_time.row(logs[1:], tmp_path, samples, "paper", 2, f"f{foreign}"))
+    table = replicate_time.with_budget_figure(pd.DataFrame(rows))
+    assert table.load_max.tolist() == [3.9, 3.9]
+    assert table.budget_figure.tolist() == [True, False]
+    assert table.load_at_start.tolist() == [2.1, 2.1]
+
+
+def test_a_tier_total_needs_a_quiet_start_and_every_call_quiet(tmp_path):
+    samples = tmp_path / "load.log"
+    samples.write_text("".join(f"{t} 2.5 0.0\n" for t in range(1000, 4001, 30)))
+    tables = {}
+    for start_load in (1.2, 1.8):
+        logs = _tier_logs(tmp_path, start_load)
+        rows = [replicate_time.row([log], tmp_path, samples, "paper", 2, f"c{start_load}") for log in logs]
+        rows.append(replicate_time.total_row(logs, "paper tier", tmp_path, samples, "paper", 2, f"c{start_load}"))
+        tables[start_load] = replicate_time.with_budget_figure(pd.DataFrame(rows))
+    quiet, loaded = tables[1.2], tables[1.8]
+    assert quiet.wall_s.tolist() == [1000, 2000, 3000]
+    assert quiet.budget_figure.tolist() == [True, True, True]
+    assert loaded.budget_figure.tolist() == [True, True, False]   # started at load 1.8 > 1.5
+    # one call with others beside it: the total does not size the tier either
+    noisy = tmp_path / "noisy.log"
+    noisy.write_text("".join(f"{t} 2.5 {0.0 if t < 2000 else 0.4}\n" for t in range(1000, 4001, 30)))
+    logs = _tier_logs(tmp_path, 1.2)
+    rows = [replicate_time.row([log], tmp_path, noisy, "paper", 2, "n") for log in logs]
+    rows.append(replicate_time.total_row(logs, "paper tier", tmp_path, noisy, "paper", 2, "n"))
+    assert replicate_time.with_budget_figure(pd.DataFrame(rows)).budget_figure.tolist() == [True, False, False]
+
+
+def test_a_call_naming_no_figure_is_the_rest_of_all(tmp_path):
+    log = tmp_path / "rest.log"
+    log.write_text("== start rest 2026-12-05T10:00:00Z 1000 load=2.0\nsnakemake --profile x\n"
+                   "== end rest 2026-12-05T10:01:00Z 1060 rc=0\n")
+    r = replicate_time.row([log], tmp_path, None, "paper", 2, "c")
+    assert r["figures"].startswith("rest (no figure named") and r["runs"] == 0 and r["wall_s"] == 60
