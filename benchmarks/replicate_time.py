@@ -43,6 +43,7 @@ from benchmarks.benchlib import quiet
 # and (ours) under a tenth of a core of other work beside it on average: a check of the load alone
 # would refuse every tier timing, since the tier's own ranks keep the 2 cores busy.
 START_LOAD, FOREIGN_MAX = 1.5, 0.1
+SAMPLE_PERIOD_S = 30   # the load sampler's period (benchmarks/time_tier.py writes a line this often)
 
 OUT_NAME = "replicate_time.csv"
 KEY = ["figures", "tier", "commit"]
@@ -91,7 +92,7 @@ def load_over(path: Path | None, start: int, end: int) -> tuple[float | None, fl
     every = [line.split() for line in path.read_text().splitlines() if line.strip()]
     rows = [r for r in every if start <= int(r[0]) <= end]
     if not rows:   # a call shorter than the sampling period: the first sample after it covers it
-        rows = [r for r in every if end < int(r[0]) <= end + 30][:1]
+        rows = [r for r in every if end < int(r[0]) <= end + SAMPLE_PERIOD_S][:1]
     if not rows:
         return None, None, None
     vals = [float(r[1]) for r in rows]

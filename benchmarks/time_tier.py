@@ -31,12 +31,13 @@ import threading
 import time
 from pathlib import Path
 
+from benchmarks.replicate_time import SAMPLE_PERIOD_S
 from workflows.experiments import load_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 
 MARK = "CODIST_TIER_TIMING"
-SAMPLE_S, WRITE_S = 2.0, 30.0
+SAMPLE_S, WRITE_S = 2.0, SAMPLE_PERIOD_S
 
 
 def groups(tier: str, scale: str = "embedded") -> list[tuple[str, list[str]]]:
@@ -48,27 +49,21 @@ def groups(tier: str, scale: str = "embedded") -> list[tuple[str, list[str]]]:
     return [("default", default), *paper, ("rest", [])]
 
 
-def runnable_threads(token: bytes) -> tuple[int, int]:
-    """(runnable threads of this timing, runnable threads of everything else), from /proc."""
-    ours = theirs = 0
+def foreign_runnable_threads(token: bytes) -> int:
+    """Runnable threads of every process that is not this timing's (no `token` in its environment)."""
+    count = 0
     me = os.getpid()
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            tasks = os.listdir(f"/proc/{pid}/task")
             running = 0
-            for tid in tasks:
+            for tid in os.listdir(f"/proc/{pid}/task"):
                 stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
                 running += stat[stat.rindex(")") + 2] == "R"
-            if not running:
-                continue
-            mine = int(pid) == me or token in Path(f"/proc/{pid}/environ").read_bytes()
+            if running and int(pid) != me and token not in Path(f"/proc/{pid}/environ").read_bytes():
+                count += running
         except (FileNotFoundError, ProcessLookupError, PermissionError, ValueError):
             continue   # gone while read
-        if mine:
-            ours += running
-        else:
-            theirs += running
-    return ours, theirs
+    return count
 
 
 def sample(path: Path, token: bytes, stop: threading.Event) -> None:
@@ -76,7 +71,7 @@ def sample(path: Path, token: bytes, stop: threading.Event) -> None:
     seen: list[int] = []
     last = time.monotonic()
     while not stop.wait(SAMPLE_S):
-        seen.append(runnable_threads(token)[1])
+        seen.append(foreign_runnable_threads(token))
         if time.monotonic() - last >= WRITE_S:
             with path.open("a") as f:
                 f.write(f"{int(time.time())} {os.getloadavg()[0]:.2f} {sum(seen) / len(seen):.2f}\n")

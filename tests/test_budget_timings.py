@@ -90,3 +90,10 @@ def test_a_call_naming_no_figure_is_the_rest_of_all(tmp_path):
                    "== end rest 2026-12-05T10:01:00Z 1060 rc=0\n")
     r = replicate_time.row([log], tmp_path, None, "paper", 2, "c")
     assert r["figures"].startswith("rest (no figure named") and r["runs"] == 0 and r["wall_s"] == 60
+
+
+def test_a_call_shorter_than_the_sampling_period_takes_the_next_sample(tmp_path):
+    samples = tmp_path / "load.log"
+    samples.write_text("1000 0.5 0.0\n1030 2.4 0.8\n1100 9.0 5.0\n")
+    assert replicate_time.load_over(samples, 1010, 1017) == (2.4, 2.4, 0.8)   # 1030 covers it
+    assert replicate_time.load_over(samples, 1040, 1045) == (None, None, None)   # 1100 is past a period
