@@ -56,7 +56,9 @@ Beside the verdict, each row says which tier tested the claim (`tier`: the figur
 declared seeds (`seeds`: "declared + N" after make replicate SEEDS=N), and when its design was fixed
 (analysis/preregistration.py, from git): `design_commit`, `design_status` (before / with / after the
 figure's first committed results) and `changed_after_results` (each later design change, what it
-changed and why, from replications/design_changes.yaml).
+changed and why, from replications/design_changes.yaml). A claim not tested in its regime ("not tested
+at this scale", "not in the paper's regime") carries `regime_cost`: what its regime would cost in hours
+on 2 cores and on one H200, from --costs (results/bench/regime_cost.csv, benchmarks/regime_cost.py).
 
     python analysis/claims.py --paper replications/P/experiments.yaml --figures DIR --scale S \
         --csv DIR/claims.csv --markdown DIR/claims.md
@@ -87,7 +89,7 @@ MIN_SEEDS = stats.MIN_SEEDS
 COLUMNS = ["paper", "id", "claim", "source", "basis", "comparison", "measure", "metric", "n", "effect_mean",
            "effect_sd", "interval_low", "interval_high", "method", "rule", "regime", "reached", "verdict",
            "paper_value", "per_seed", "regime_sources", "tier", "seeds", "design_commit", "design_status",
-           "changed_after_results", "sequential"]
+           "changed_after_results", "sequential", "regime_cost"]
 VERDICTS = ("holds", "does not hold", "inconclusive", "not in the paper's regime", "not tested at this scale",
             "not tested in this tier", "underpowered", "incomplete")
 
@@ -281,12 +283,30 @@ def verdict_fields(c: Claim, manifest: dict, figures: Path, scale: str, view) ->
     return {**fields, "sequential": sequential.describe(look, needed)}, (look, needed)
 
 
-def evaluate(paper_file: Path, figures: Path, scale: str) -> pd.DataFrame:
-    return evaluate_with_state(paper_file, figures, scale)[0]
+def evaluate(paper_file: Path, figures: Path, scale: str, costs: Path | None = None) -> pd.DataFrame:
+    return evaluate_with_state(paper_file, figures, scale, costs)[0]
 
 
-def evaluate_with_state(paper_file: Path, figures: Path, scale: str) -> tuple[pd.DataFrame, list[dict]]:
-    """The claims table and the rows of its sequential claims' state (analysis/sequential.py)."""
+UNTESTED = ("not tested at this scale", "not in the paper's regime")
+
+
+def cost_texts(costs: Path | None, paper: str) -> dict[str, str]:
+    """claim id -> what its regime would cost, from benchmarks/regime_cost.py's table (none: {})."""
+    if costs is None or not Path(costs).exists():
+        return {}
+    df = pd.read_csv(costs)
+    out = {}
+    for r in df[df.paper == paper].itertuples():
+        gpu = (f"{r.gpu_bound}{r.gpu_h_one:.3g} h on one {r.gpu.upper()}" if not pd.isna(r.gpu_h_one)
+               else f"one {r.gpu.upper()}: no measured rate")
+        out[r.claim] = f"{r.cpu_bound}{r.cpu_h_2cores:.3g} h on 2 cores, {gpu} ({Path(costs).name}): {r.needs}"
+    return out
+
+
+def evaluate_with_state(paper_file: Path, figures: Path, scale: str,
+                        costs: Path | None = None) -> tuple[pd.DataFrame, list[dict]]:
+    """The claims table and the rows of its sequential claims' state (analysis/sequential.py); a claim
+    not tested in its regime carries what its regime would cost, from `costs` (regime_cost.csv)."""
     paper_file = Path(paper_file)
     spec = parse(yaml.safe_load(paper_file.read_text()), paper_file)
 
@@ -299,6 +319,7 @@ def evaluate_with_state(paper_file: Path, figures: Path, scale: str) -> tuple[pd
         return manifest_of(manifest, seeds), only_seeds(read_table(figures / f"{fig}_curves.csv"), seeds)
 
     history = preregistration.records(paper_file, scale)   # {} without git history
+    cost_of = cost_texts(costs, spec.paper)
     changes = preregistration.ledger(paper_file.resolve().parent.parent).get(spec.paper, [])
     rows, state = [], []
     for c in spec.claims:
@@ -337,7 +358,9 @@ def evaluate_with_state(paper_file: Path, figures: Path, scale: str) -> tuple[pd
                      "seeds": seeds_text(manifest) if tested else "",
                      "design_commit": rec.design_commit[:9] if rec else "",
                      "design_status": preregistration.status_text(rec) if rec else "no git history",
-                     "changed_after_results": preregistration.row_note(rec, changes) if rec else "", **fields})
+                     "changed_after_results": preregistration.row_note(rec, changes) if rec else "",
+                     "regime_cost": cost_of.get(c.id, "") if verdict_kind(fields["verdict"]) in UNTESTED else "",
+                     **fields})
     return pd.DataFrame(rows, columns=COLUMNS), state
 
 
@@ -462,7 +485,8 @@ def details_section(df: pd.DataFrame) -> str:
                   ("seeds", r["n"]), ("seed lists", r.get("seeds")),
                   ("sequential design", r.get("sequential")), ("tier", r.get("tier")),
                   ("design fixed at", f"{_cell(r.get('design_commit'))}: {_cell(r.get('design_status'))}"),
-                  ("changed after results", r.get("changed_after_results")), ("method", r["method"]), ("rule", r["rule"]), ("reached", r["reached"]),
+                  ("changed after results", r.get("changed_after_results")),
+                  ("regime's cost", r.get("regime_cost")), ("method", r["method"]), ("rule", r["rule"]), ("reached", r["reached"]),
                   ("per seed", r["per_seed"])]
         out += [f"- {k}: {_cell(v)}" for k, v in fields if _cell(v) not in ("", "0", "nan")]
         out.append("")
@@ -486,6 +510,7 @@ def main(argv=None) -> int:
     p.add_argument("--figures", help="results/<scale>/<paper>/ (the figures' tables)")
     p.add_argument("--scale", default="embedded")
     p.add_argument("--combine", nargs="+", help="per-paper claims.csv files to join into one table")
+    p.add_argument("--costs", type=Path, help="results/bench/regime_cost.csv (benchmarks/regime_cost.py)")
     p.add_argument("--csv", required=True)
     p.add_argument("--markdown", required=True)
     args = p.parse_args(argv)
@@ -495,7 +520,7 @@ def main(argv=None) -> int:
     else:
         if not (args.paper and args.figures):
             p.error("--paper and --figures are required without --combine")
-        df, state = evaluate_with_state(Path(args.paper), Path(args.figures), args.scale)
+        df, state = evaluate_with_state(Path(args.paper), Path(args.figures), args.scale, args.costs)
         state_file = Path(args.csv).parent / sequential.STATE
         if state:   # what the next plan reads from this results root (workflows/experiments.py)
             sequential.write_state(state_file, state)

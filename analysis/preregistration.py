@@ -43,7 +43,7 @@ import yaml
 from analysis.sequential import continued
 from codist.config import NOT_IN_RUN_ID
 
-TEXT_KEYS = {"claim", "source", "paper", "changed_after_results"}   # wording, not design
+TEXT_KEYS = {"claim", "source", "paper", "changed_after_results", "regime_cost"}   # wording and cost, not design
 CHECK_TEXT_KEYS = {"check", "source", "why"}
 
 

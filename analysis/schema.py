@@ -176,6 +176,41 @@ class Sequential(Strict):
         return v
 
 
+class CostRuns(Strict):
+    """Runs of a regime at the embedded scale, priced at this CPU's measured quiet s/update for the
+    workload and batch (results/bench/efficiency.csv; benchmarks/regime_cost.py)."""
+    workload: str            # efficiency.csv's workload: lm, cifar, imagenet, ctr, translation
+    batch: int = Field(gt=0)   # per rank
+    updates: int = Field(gt=0)
+    ranks: int = Field(default=1, gt=0)
+    runs: int = Field(default=1, gt=0)
+
+
+class FullRuns(Strict):
+    """A full-scale figure's runs (the `--config scale=full` plan), `times` over, priced at the
+    measured H200 rates (codist.budget) and, on 2 CPU cores, bounded by their FLOPs at the CPU's
+    measured fp32 GEMM peak."""
+    figure: str
+    times: float = Field(default=1.0, gt=0)
+
+
+class RegimeCost(Strict):
+    """What a claim without an in-regime verdict would need: `needs` says which runs and why (the
+    measured number that puts the regime there); `embedded` and `full` price them
+    (benchmarks/regime_cost.py writes results/bench/regime_cost.csv; the claims table carries it).
+    `bound: lower` where the regime's runs are only known from below (a batch not yet located)."""
+    needs: str = Field(min_length=1)
+    embedded: list[CostRuns] = Field(default_factory=list)
+    full: list[FullRuns] = Field(default_factory=list)
+    bound: Literal["estimate", "lower"] = "estimate"
+
+    @model_validator(mode="after")
+    def _priced(self):
+        if not self.embedded and not self.full:
+            raise ValueError("regime_cost: `embedded` runs or `full` figures to price")
+        return self
+
+
 class Claim(Strict):
     id: str = Field(pattern=ID)
     claim: str
@@ -204,6 +239,7 @@ class Claim(Strict):
     direction: Optional[Literal["higher", "lower"]] = None
     clock: Literal["step", "wall_s"] = "step"   # speedup: counted in updates or in training seconds
     not_run: Optional[str] = None           # why no scale of this harness runs it (a coverage row: the verdict says so)
+    regime_cost: Optional[RegimeCost] = None   # a claim without an in-regime verdict: what its regime costs
     # per-scale replacements of the series a claim compares (the scales name their series differently,
     # e.g. k = 125 embedded for the paper's k = 250): {full: {a: "...", b: "..."}}; with their own
     # `regime:` there, else the claim's checks with the replaced series renamed (Claim.at)

@@ -3,7 +3,7 @@
 update on one thread through codist's own loop and through a plain PyTorch loop on the same model,
 data and optimizer, and the same thread's fp32 and bf16 GEMM peak measured in the same process.
 
-    python benchmarks/efficiency.py [--only lm cifar ...] [--precision fp32 bf16] [--out results/bench]
+    python benchmarks/efficiency.py [--only lm cifar ...] [--batches 8192 ...] [--precision fp32 bf16] [--out results/bench]
 
 Rows: every distinct (workload section, batch per rank) that the embedded plan's two tiers train
 (workflows/experiments.load_plan with tier=paper: the default tier's runs and the paper tier's), plus
@@ -48,7 +48,12 @@ EXTRA_BATCHES = {
                 "(replications/anil2018/pilots/critical_batch.csv)",
            1024: "issue 37's Anil sync arm: a candidate between the two estimates (4 x 256)",
            4096: "issue 37's Anil sync arm if the critical batch is near the gradient noise scale, ~1,000-1,400 "
-                 "at the claims' losses (replications/anil2018/pilots/noise_scale.csv)"},
+                 "at the claims' losses (replications/anil2018/pilots/noise_scale.csv)",
+           8192: "the cost of Anil's regime: issue 37's saturation pilot puts a doubling gain <= 1.1x near "
+                 "8,192 -> 16,384 (replications/anil2018/pilots/critical_batch_37.csv; benchmarks/regime_cost.py)",
+           16384: "the cost of Anil's regime (as 8,192): Fig. 2a's sync arm at the saturated batch"},
+    "imagenet": {128: "the cost of Anil's Fig. 3 regime, from below: on the ImageNet stand-in doubling 32 -> 64 "
+                      "still reaches batch 32's best 2.2-2.6x sooner (replications/anil2018/pilots/critical_batch.csv)"},
     "translation": {32: "the embedded preset (Sodhani fig5 and sec4 are not run at this scale yet: issue 37's pilots)"},
 }
 # Workload keys that change the data set's size or draw, not the cost of an update: rows differing only
@@ -267,6 +272,7 @@ def run_row(row: dict, precision: str) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--only", nargs="+", help="workload names to measure (others' rows are kept)")
+    p.add_argument("--batches", nargs="+", type=int, help="these batches per rank only (others' rows are kept)")
     p.add_argument("--precision", nargs="+", default=["fp32"], choices=["fp32", "bf16"])
     p.add_argument("--out", default=str(ROOT / "results" / "bench"))
     p.add_argument("--child", nargs=2, metavar=("ROW", "PRECISION"), help=argparse.SUPPRESS)
@@ -274,7 +280,8 @@ def main(argv=None) -> int:
     if args.child:
         print(json.dumps(measure(json.loads(args.child[0]), args.child[1])))
         return 0
-    rows = [r for r in plan_rows() if not args.only or r["workload"]["name"] in args.only]
+    rows = [r for r in plan_rows() if (not args.only or r["workload"]["name"] in args.only)
+            and (not args.batches or r["batch"] in args.batches)]
     measured, refused = [], []
     for row in rows:
         for precision in args.precision:

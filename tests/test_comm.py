@@ -137,6 +137,7 @@ meter.all_reduce(torch.ones(4), category="eval")             # seen
 dist.all_to_all_single(torch.zeros(2), torch.ones(2))       # no hook: the meter does not see it
 dist.distributed_c10d._get_default_group().allreduce([torch.ones(3)]).wait()   # a process group's own method
 print("unseen", meter.unseen_calls(), summarize(meter.as_tensor(), 1, 1)["unseen_collectives_all_ranks"])
+dist.destroy_process_group()   # left to interpreter exit, gloo's teardown can abort (seen once under load)
 """
 
 CACHED_FIRST = """

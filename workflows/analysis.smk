@@ -142,6 +142,7 @@ rule claims:
     input:
         spec=f"{REPLICATIONS}/{{paper}}/experiments.yaml",
         figures=lambda wc: paper_targets(wc.paper),
+        costs=REGIME_COSTS,   # what each untested claim's regime would cost (benchmarks/regime_cost.py)
     output:
         csv=report(f"{RESULTS}/{{scale}}/{{paper}}/claims.csv", caption="report/claims.rst", category="{paper}",
                    subcategory="claims", labels={"table": "claims"}),
@@ -156,7 +157,7 @@ rule claims:
     localrule: True
     shell:
         "{params.python:q} {params.script:q} --paper {input.spec:q} --figures {params.figures:q} --scale {wildcards.scale}"
-        " --csv {output.csv:q} --markdown {output.markdown:q} > {log:q} 2>&1"
+        " --costs {input.costs:q} --csv {output.csv:q} --markdown {output.markdown:q} > {log:q} 2>&1"
 
 
 rule claims_all:

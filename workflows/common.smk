@@ -24,6 +24,8 @@ SCALE = CONFIG.scale
 RESULTS = CONFIG.results
 REPLICATIONS = CONFIG.replications or str(Path(workflow.basedir) / "replications")
 ANALYSIS = Path(workflow.basedir) / "analysis"
+# measured on this machine and committed (results/bench, not a results root): the claims table reads it
+REGIME_COSTS = str(Path(workflow.basedir) / "results" / "bench" / "regime_cost.csv")
 # Every job runs in the codist environment, which each rule names (`conda` directive, the file
 # relative to workflows/): by default the interpreter running Snakemake (installed by
 # env/install.sh); with `--software-deployment-method conda`, an env Snakemake creates from

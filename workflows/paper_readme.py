@@ -115,9 +115,11 @@ def figures_list(specs: list[Paper]) -> str:
         BEGIN,
         f"Figure ids: {every} ({at_full}). The embedded scale builds the {count('default')} of the "
         f"default tier: {per_paper('default')}.",
-        f"The paper tier (`make replicate TIER=paper`) adds {count('paper')}: {per_paper('paper')}.",
+        f"The paper tier (`make replicate TIER=paper`) adds {count('paper')}: {per_paper('paper')} "
+        "(its time on 2 cores: [Tiers](docs/claims.md#tiers-and-fresh-seeds)).",
         f"The others are full-scale only ({full_only}): their claims read \"not tested at this scale\" with the",
-        "reason, and asking for one at the embedded scale says so and names the command that makes it (a mistyped",
+        "reason and what their regime would cost ([docs/claims.md](docs/claims.md#what-an-untested-regime-would-cost)),",
+        "and asking for one at the embedded scale says so and names the command that makes it (a mistyped",
         "figure or paper: the closest known names).",
         END])
 

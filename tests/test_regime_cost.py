@@ -1,0 +1,80 @@
+"""What an untested claim's regime would cost (benchmarks/regime_cost.py): priced from measured rates
+only, with the right side of each bound, and carried by the claims table."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from analysis.claims import UNTESTED, cost_texts, verdict_kind
+from analysis.schema import CostRuns, FullRuns
+from benchmarks import regime_cost
+from benchmarks.regime_cost import CostError, price_embedded
+
+
+def test_embedded_runs_are_priced_at_the_measured_rates():
+    runs = [CostRuns(workload="lm", batch=8192, updates=500, ranks=1, runs=3),
+            CostRuns(workload="lm", batch=8192, updates=500, ranks=2, runs=3)]
+    cpu = {("lm", 8192): 3.0}
+    gpu = {"lm": (32, 0.01)}
+    cpu_h, gpu_h, bound, cpu_basis, _ = price_embedded(runs, cpu, gpu)
+    assert cpu_h == pytest.approx((500 * 3 + 500 * 2 * 3) * 3.0 / 2 / 3600)   # 4,500 rank-updates, 2 cores
+    assert gpu_h == pytest.approx(4500 * 0.01 / 3600) and bound == ">="      # batch 8,192 >= the H200's 32
+    assert "3 x 2 rank(s) x 500 updates of lm batch 8192" in cpu_basis
+    # below the batch the H200 ran: an upper bound; on both sides: no GPU figure
+    small = [CostRuns(workload="lm", batch=16, updates=100)]
+    assert price_embedded(small, {("lm", 16): 1.0}, gpu)[2] == "<="
+    both = small + runs
+    _, g, b, _, _ = price_embedded(both, {("lm", 16): 1.0, **cpu}, gpu)
+    assert g is None and b == ""
+
+
+def test_a_batch_this_cpu_has_not_timed_is_one_line_naming_the_command():
+    with pytest.raises(CostError, match=r"efficiency\.csv: no quiet fp32 row for workload 'lm' batch 4 "
+                                        r"\(time it: .*efficiency\.py --only lm --batches 4\)"):
+        price_embedded([CostRuns(workload="lm", batch=4, updates=1)], {}, {})
+
+
+def test_only_quiet_fp32_rows_give_a_cpu_rate():
+    eff = pd.DataFrame([{"workload": "lm", "batch": 8, "precision": "fp32", "loadavg": 0.9, "codist_s_per_update": 1.0},
+                        {"workload": "lm", "batch": 8, "precision": "fp32", "loadavg": 3.0, "codist_s_per_update": 9.0},
+                        {"workload": "lm", "batch": 8, "precision": "bf16", "loadavg": 0.9, "codist_s_per_update": 0.5}])
+    assert regime_cost.cpu_rates(eff) == {("lm", 8): 1.0}
+
+
+def test_a_full_scale_figure_costs_one_h200_what_the_budget_says():
+    """price_full's GPU-hours are codist.budget's at the H200's measured rates (one GPU's time is the
+    sum over runs), and its CPU bound is the same runs' FLOPs at the CPU's GEMM peak."""
+    from codist import budget
+    plan, table = regime_cost._full_plan(regime_cost.ROOT / "replications", regime_cost.BENCH)
+    gflops = {"transformer_iwslt": 1.0, "transformer_vaswani_wmt_en_de_big": 1.0, "resnet50": 1.0}
+    rows = {(r.paper, r.figure): r for r in budget.plan_budget(plan, table, "h200")}
+    cpu_h, gpu_h, _, _ = regime_cost.price_full([FullRuns(figure="sodhani2020/sec4")], plan, table,
+                                                {**gflops, **{budget.model_key(plan.config(r.run_id)): 2.0
+                                                              for r in plan.figures[("sodhani2020", "sec4")].runs}},
+                                                100.0)
+    assert gpu_h == pytest.approx(rows[("sodhani2020", "sec4")].gpu_hours["fp32"])
+    assert cpu_h > 0
+    twice = regime_cost.price_full([FullRuns(figure="sodhani2020/sec4", times=2)], plan, table,
+                                   {budget.model_key(plan.config(r.run_id)): 2.0
+                                    for r in plan.figures[("sodhani2020", "sec4")].runs}, 100.0)
+    assert twice[0] == pytest.approx(2 * cpu_h) and twice[1] == pytest.approx(2 * gpu_h)
+
+
+def test_the_claims_table_carries_a_cost_only_where_the_regime_was_not_tested(tmp_path):
+    costs = tmp_path / "regime_cost.csv"
+    pd.DataFrame([{"paper": "p", "claim": "c1", "needs": "bigger runs", "bound": "estimate", "cpu_h_2cores": 5.0,
+                   "cpu_bound": "=", "gpu_h_one": 0.25, "gpu_bound": ">=", "gpu": "h200",
+                   "cpu_basis": "", "gpu_basis": ""}]).to_csv(costs, index=False)
+    assert cost_texts(costs, "p") == {"c1": "=5 h on 2 cores, >=0.25 h on one H200 (regime_cost.csv): bigger runs"}
+    assert cost_texts(costs, "other") == {} and cost_texts(None, "p") == {}
+    assert verdict_kind("not in the paper's regime: x") in UNTESTED and verdict_kind("holds") not in UNTESTED
+
+
+def test_every_committed_claim_without_an_in_regime_verdict_carries_its_regime_cost():
+    claims = pd.read_csv(regime_cost.ROOT / "results" / "embedded" / "claims.csv")
+    untested = claims[claims.verdict.map(verdict_kind).isin(UNTESTED)]
+    assert len(untested) > 0
+    missing = untested[untested.regime_cost.fillna("").str.len() == 0]
+    assert missing.empty, f"no regime cost: {list(zip(missing.paper, missing.id))}"
+    costs = pd.read_csv(regime_cost.BENCH / "regime_cost.csv")
+    assert set(zip(costs.paper, costs.claim)) == set(zip(untested.paper, untested.id))
