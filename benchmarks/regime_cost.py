@@ -18,7 +18,8 @@ runs, priced here:
   cores at least their training FLOPs (gpu_throughput.csv's train_gflops_per_sample) at this CPU's
   measured fp32 GEMM peak (efficiency.csv), a lower bound a real run stays far above.
 Writes results/bench/regime_cost.csv: one row per claim, `cpu_h_2cores` and `gpu_h_one` with their
-bound ("=" a projection at measured rates, ">=" a lower bound) and the basis of each.
+bound ("=" a projection at measured rates, ">=" a lower bound) and the basis of each, and
+`cpu_loadavg`: the highest 1-min load average beside the efficiency.csv timings the CPU hours rest on.
 """
 from __future__ import annotations
 
@@ -38,17 +39,27 @@ PAPERS = ("anil2018", "sodhani2020", "sun2016")
 CORES = 2
 GPU = "h200"
 COLUMNS = ["paper", "claim", "needs", "bound", "cpu_h_2cores", "cpu_bound", "gpu_h_one", "gpu_bound", "gpu",
-           "cpu_basis", "gpu_basis"]
+           "cpu_basis", "gpu_basis", "cpu_loadavg"]
 
 
 class CostError(ValueError):
     """A rate the pricing needs is not measured; the message names the file, the key and the command."""
 
 
+def _quiet_fp32(efficiency: pd.DataFrame) -> pd.DataFrame:
+    return efficiency[(efficiency.precision == "fp32") & efficiency.loadavg.map(quiet)]
+
+
 def cpu_rates(efficiency: pd.DataFrame) -> dict[tuple[str, int], float]:
     """(workload, batch) -> median quiet fp32 s/update through codist's loop."""
-    ok = efficiency[(efficiency.precision == "fp32") & efficiency.loadavg.map(quiet)]
+    ok = _quiet_fp32(efficiency)
     return {(w, int(b)): float(g.codist_s_per_update.median()) for (w, b), g in ok.groupby(["workload", "batch"])}
+
+
+def cpu_loads(efficiency: pd.DataFrame) -> dict[tuple[str, int], float]:
+    """(workload, batch) -> the highest load average beside the rows cpu_rates takes its rate from."""
+    ok = _quiet_fp32(efficiency)
+    return {(w, int(b)): float(g.loadavg.max()) for (w, b), g in ok.groupby(["workload", "batch"])}
 
 
 def gpu_rates(check: pd.DataFrame) -> dict[str, tuple[int, float]]:
@@ -124,7 +135,10 @@ def price_full(figures, plan, table, gflops: dict, cpu_peak_gflops: float) -> tu
 def rows(replications: Path = ROOT / "replications", bench: Path = BENCH) -> list[dict]:
     efficiency = pd.read_csv(bench / "efficiency.csv")
     cpu, gpu = cpu_rates(efficiency), gpu_rates(pd.read_csv(bench / "codist_check_cuda.csv"))
-    peak = float(efficiency[efficiency.loadavg.map(quiet)].gemm_fp32_gflops.max())
+    loads = cpu_loads(efficiency)
+    calm = efficiency[efficiency.loadavg.map(quiet)]
+    peak_row = calm.loc[calm.gemm_fp32_gflops.idxmax()]
+    peak, peak_load = float(peak_row.gemm_fp32_gflops), float(peak_row.loadavg)
     thr = pd.read_csv(bench / "gpu_throughput.csv")
     gflops = {m: float(g.train_gflops_per_sample.iloc[0]) for m, g in thr[thr.gpu == GPU].groupby("model")}
     plan = table = None
@@ -138,6 +152,8 @@ def rows(replications: Path = ROOT / "replications", bench: Path = BENCH) -> lis
                 continue
             cpu_h = gpu_h = 0.0
             cpu_basis, gpu_basis, cpu_bound, gpu_bound = [], [], "=", ">="
+            load = max([loads[(r.workload, r.batch)] for r in cost.embedded if (r.workload, r.batch) in loads]
+                       + ([peak_load] if cost.full else []), default=None)
             if cost.embedded:
                 h, g, gpu_bound, cb, gb = price_embedded(cost.embedded, cpu, gpu)
                 cpu_h += h
@@ -161,16 +177,17 @@ def rows(replications: Path = ROOT / "replications", bench: Path = BENCH) -> lis
             out.append({"paper": paper, "claim": c.id, "needs": " ".join(cost.needs.split()), "bound": cost.bound,
                         "cpu_h_2cores": round(cpu_h, 3), "cpu_bound": cpu_bound,
                         "gpu_h_one": None if gpu_h is None else round(gpu_h, 3), "gpu_bound": gpu_bound, "gpu": GPU,
-                        "cpu_basis": "; ".join(cpu_basis), "gpu_basis": "; ".join(gpu_basis)})
+                        "cpu_basis": "; ".join(cpu_basis), "gpu_basis": "; ".join(gpu_basis), "cpu_loadavg": load})
     return out
 
 
 def _full_plan(replications: Path, bench: Path):
     from codist import budget
     table = budget.load_throughput(replications / "throughput.yaml")
-    budget.add_registered(table)
+    plan = budget.load_full_plan(replications)   # first, as codist.budget's main: it imports CODIST_PLUGINS,
+    budget.add_registered(table)                 # whose workloads add_registered then finds
     budget.add_measured(table, bench / "gpu_throughput.csv")
-    return budget.load_full_plan(replications), table
+    return plan, table
 
 
 def main(argv=None) -> int:

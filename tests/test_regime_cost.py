@@ -39,6 +39,12 @@ def test_only_quiet_fp32_rows_give_a_cpu_rate():
                         {"workload": "lm", "batch": 8, "precision": "fp32", "loadavg": 3.0, "codist_s_per_update": 9.0},
                         {"workload": "lm", "batch": 8, "precision": "bf16", "loadavg": 0.9, "codist_s_per_update": 0.5}])
     assert regime_cost.cpu_rates(eff) == {("lm", 8): 1.0}
+    assert regime_cost.cpu_loads(eff) == {("lm", 8): 0.9}   # the load beside the rate's own rows
+
+
+def test_each_priced_claim_records_the_load_beside_its_cpu_timings():
+    costs = pd.read_csv(regime_cost.BENCH / "regime_cost.csv")
+    assert costs.cpu_loadavg.notna().all() and (costs.cpu_loadavg < 2).all()
 
 
 def test_a_full_scale_figure_costs_one_h200_what_the_budget_says():
