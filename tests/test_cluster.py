@@ -164,11 +164,26 @@ def test_srun_line_for_two_and_sixteen_nodes(tmp_path):
     entry = ["codist.rank.train", "--config", "C", "--out", "O"]
     for world, nodes in ((16, 2), (128, 16)):
         cmd = srun_command(gpu_cfg(world), "cuda", entry, "4711")
+        # no --gpus-per-task: every rank sees its node's GPUs (NCCL's NVLink / CUDA IPC between them)
+        # and takes the one at its LOCAL_RANK (issue 51, G2)
         assert cmd == ["srun", "--nodes", str(nodes), "--ntasks", str(world), "--ntasks-per-node", "8",
-                       "--cpus-per-task", "6", "--gpus-per-task=1", "--kill-on-bad-exit=0", "--wait=60",
+                       "--cpus-per-task", "6", "--kill-on-bad-exit=0", "--wait=60",
                        f"--export=ALL,MASTER_PORT={job_port(4711)},CODIST_OWNER=", PY, "-m", *entry]
-    assert srun_command(gpu_cfg(16, master_port=29999), "cuda", entry, "4711")[12] == \
+    assert srun_command(gpu_cfg(16, master_port=29999), "cuda", entry, "4711")[11] == \
         "--export=ALL,MASTER_PORT=29999,CODIST_OWNER="
+    # SLURM's one-GPU-per-task binding is an opt-in
+    bound = srun_command(gpu_cfg(16, gpus_per_task=True), "cuda", entry, "4711")
+    assert bound[9:12] == ["--gpus-per-task=1", "--kill-on-bad-exit=0", "--wait=60"]
+
+
+def test_a_rank_seeing_its_nodes_gpus_takes_the_one_at_its_local_rank():
+    """What an srun task without --gpus-per-task sees: the job's GPUs on its node in
+    CUDA_VISIBLE_DEVICES (a step gets the job's GRES), SLURM_LOCALID its index among the node's tasks."""
+    from codist.rank_env import gpu_index
+    task = {"SLURM_PROCID": "11", "SLURM_LOCALID": "3", "SLURM_NTASKS": "16", "SLURM_STEP_ID": "0",
+            "SLURM_JOB_ID": "4711", "SLURM_STEP_NODELIST": "gpu[01-02]", "SLURM_STEP_TASKS_PER_NODE": "8(x2)",
+            "CUDA_VISIBLE_DEVICES": "0,1,2,3,4,5,6,7", "SLURM_CONF": "/nonexistent/slurm.conf"}
+    assert gpu_index({**task, **rank_env(task)}) == 3
 
 
 def test_build_command_uses_srun_only_in_a_batch_script(tmp_path):
@@ -217,3 +232,19 @@ def test_rank_env_from_srun_variables(monkeypatch):
     assert rank_env({"SLURM_PROCID": "0"}) == {}         # a batch script, not an srun task
     with pytest.raises(RuntimeError, match="without SLURM_LOCALID"):
         rank_env({k: v for k, v in task.items() if k != "SLURM_LOCALID"})
+
+
+def test_rendezvous_ports_lie_outside_the_ephemeral_range():
+    """Issue 51 (G7): ports derived from the job id were 20000-49999, inside Linux's ephemeral range
+    (32768-60999 by default), where an outgoing connection on the first node may hold the port."""
+    from codist.rank_env import PORT_BASE, PORT_SPAN
+    ours = range(PORT_BASE, PORT_BASE + PORT_SPAN)
+    assert {job_port(j) for j in range(0, 10 * PORT_SPAN, 7)} <= set(ours)
+    ranges = [(49152, 65535)]   # IANA's dynamic ports (other systems' ephemeral range)
+    proc = Path("/proc/sys/net/ipv4/ip_local_port_range")
+    if proc.exists():
+        ranges.append(tuple(map(int, proc.read_text().split())))   # this machine's
+    else:
+        ranges.append((32768, 60999))   # Linux's default
+    for lo, hi in ranges:
+        assert ours.stop - 1 < lo or ours.start > hi, (ours, lo, hi)

@@ -94,12 +94,17 @@ def test_a_rank_given_one_gpu_uses_device_0_else_its_local_rank():
         gpu_index({"LOCAL_RANK": "3", "CUDA_VISIBLE_DEVICES": "0,1"})
 
 
-def test_the_srun_line_binds_one_gpu_per_gpu_rank_only():
+def test_the_srun_line_binds_one_gpu_per_gpu_rank_only_when_asked():
+    """Default: no binding (every rank sees its node's GPUs, issue 51); launch.gpus_per_task binds
+    one GPU per GPU rank, never a CPU rank's."""
     from codist.launching.cluster import srun_command
     entry = ["codist.rank.train", "--config", "C", "--out", "O"]
     gpu = config.validate({"parallel": {"world_size": 16}, "launch": {"device": "cuda"}})
-    cpu = config.validate({"parallel": {"world_size": 2}, "launch": {"device": "cpu", "launcher": "torchrun"}})
-    assert "--gpus-per-task=1" in srun_command(gpu, "cuda", entry, "7")
+    bound = config.validate({"parallel": {"world_size": 16}, "launch": {"device": "cuda", "gpus_per_task": True}})
+    cpu = config.validate({"parallel": {"world_size": 2}, "launch": {"device": "cpu", "launcher": "torchrun",
+                                                                     "gpus_per_task": True}})
+    assert not any(a.startswith("--gpu") for a in srun_command(gpu, "cuda", entry, "7"))
+    assert "--gpus-per-task=1" in srun_command(bound, "cuda", entry, "7")
     assert not any(a.startswith("--gpu") for a in srun_command(cpu, "cpu", entry, "7"))
 
 

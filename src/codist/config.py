@@ -69,6 +69,9 @@ class LaunchConfig(_Section):
     cpus_per_rank: StrictInt = Field(8, ge=1, description="CPU cores a cluster job asks per GPU rank (data loading)")
     time_limit_min: StrictInt = Field(60, ge=1, description="wall-time limit a cluster job asks for")
     mem_mb_per_rank: StrictInt = Field(16000, ge=100, description="memory a cluster job asks per rank")
+    gpus_per_task: bool = Field(False, description="SLURM: srun --gpus-per-task=1, each rank shown only its own "
+                                "GPU (default: every rank sees its node's GPUs and takes the one at its "
+                                "LOCAL_RANK, so NCCL can use NVLink / CUDA IPC between them)")
     collective_timeout_s: StrictInt = Field(600, ge=10, description="a collective waiting longer fails the run")
     hang_timeout_s: StrictInt = Field(900, ge=2, description="the launcher kills a run in which no rank made "
                                 "progress (updates, or preparing its data) for this long and names the rank")

@@ -95,7 +95,11 @@ def local_rank_env(rank: int, world: int, port: int, addr: str = "127.0.0.1") ->
 
 # ------------------------------------------------------------------ an srun task's rank
 
-PORT_BASE, PORT_SPAN = 20000, 30000    # ranks' rendezvous ports derived from the job id: 20000..49999
+# The ranks' rendezvous ports derived from the job id: 20000..31999. Below the kernel's ephemeral
+# range (Linux's default 32768-60999, /proc/sys/net/ipv4/ip_local_port_range; IANA's 49152-65535),
+# where any outgoing connection on the node may already hold the port, and above the ports below
+# 20000 that common services register (memcached 11211, ...).
+PORT_BASE, PORT_SPAN = 20000, 12000
 
 
 def expand_nodelist(nodelist: str) -> list[str]:

@@ -7,9 +7,9 @@ One rule decides how a run's ranks start under SLURM, and the job's resources fo
   node) tasks of `cpus_per_task` (= CPUs per rank) CPUs each, `gres: gpu:<ranks per node>`, and
   `mpi` (snakemake-executor-plugin-slurm then runs the job's command in the batch script itself,
   not inside an `srun -n1` step). `codist run` in that batch script starts the ranks with one
-  `srun` (one task per rank, one GPU per task: `srun_command`); each rank maps SLURM_PROCID /
-  SLURM_LOCALID / SLURM_NTASKS to torch.distributed's RANK / LOCAL_RANK / WORLD_SIZE
-  (codist.rank_env.srun_env).
+  `srun` (one task per rank, each seeing its node's GPUs and taking the one at its LOCAL_RANK;
+  `srun_command`); each rank maps SLURM_PROCID / SLURM_LOCALID / SLURM_NTASKS to
+  torch.distributed's RANK / LOCAL_RANK / WORLD_SIZE (codist.rank_env.srun_env).
   No nested srun (a `codist run` inside a job step never calls srun) and no ssh.
 - **one task**: one-rank runs and the forking launchers (fork, warm: CPU only): the job asks for
   one task with all the run's CPUs, and `codist run` starts the ranks on its node as it would
@@ -93,9 +93,12 @@ def srun_command(cfg: RunConfig, device: str, entry: list[str], job_id: str) -> 
     master_port = cfg.launch.master_port or job_port(job_id)
     return ["srun", "--nodes", str(res["nodes"]), "--ntasks", str(cfg.parallel.world_size),
             "--ntasks-per-node", str(res["tasks_per_node"]), "--cpus-per-task", str(res["cpus_per_task"]),
-            # each rank its own GPU (SLURM binds it: CUDA_VISIBLE_DEVICES of one entry, device 0 to the
-            # rank, codist.rank_env.gpu_index), near its CPUs where the site's gres.conf says which are
-            *(["--gpus-per-task=1"] if device == "cuda" else []),
+            # Each rank sees all its node's GPUs (a step gets the job's GRES) and takes the one at its
+            # LOCAL_RANK (codist.rank_env.gpu_index), as torchrun does: with --gpus-per-task=1 SLURM's
+            # device cgroup hides the other GPUs, so NCCL cannot use CUDA IPC / NVLink between the
+            # node's ranks (NVIDIA/nccl#129, #1066). launch.gpus_per_task opts into it (a site that
+            # wants SLURM's GPU-CPU affinity binding; then the rank's one visible GPU is device 0).
+            *(["--gpus-per-task=1"] if device == "cuda" and cfg.launch.gpus_per_task else []),
             # a rank's exit code 3 (preempted) must not kill the others mid-checkpoint
             # (--kill-on-bad-exit); 60 s after the first rank ends, srun ends the rest (a crash)
             "--kill-on-bad-exit=0", "--wait=60",
