@@ -131,12 +131,13 @@ def test_the_engine_is_told_the_models_gpu_not_local_rank(monkeypatch):
     assert seen[0].device_rank == 0 and seen[1] is None
 
 
-def test_one_visible_gpu_at_local_rank_3_is_device_0_for_the_rank_and_its_process_group(monkeypatch):
+def test_one_visible_gpu_at_local_rank_3_is_device_0_and_the_process_group_is_bound_to_none(monkeypatch):
     """srun --gpus-per-task=1 shows each task one GPU while its LOCAL_RANK stays 3: the rank picks
-    cuda:0 and its process group is bound to cuda:0. DeepSpeed's own init_distributed runs here,
-    its accelerator saying CUDA and torch.distributed's rendezvous recorded instead of joined (no
-    GPU here); before, DeepSpeed bound the group to cuda:3 (LOCAL_RANK): on a real node "invalid
-    device ordinal" at start-up for every local rank but 0."""
+    cuda:0, and codist joins the process group itself, bound to no device, so DeepSpeed only wraps
+    it. DeepSpeed's own init_distributed runs here, its accelerator saying CUDA and torch.distributed's
+    rendezvous recorded instead of joined (no GPU here). Left to DeepSpeed, the group was bound to
+    cuda:3 (LOCAL_RANK): on a real node "invalid device ordinal" at start-up for every local rank but
+    0; bound to any device, every later new_group is a world-wide communicator split (issue 51, G3)."""
     import importlib
 
     import torch.distributed as dist
@@ -164,33 +165,21 @@ def test_one_visible_gpu_at_local_rank_3_is_device_0_for_the_rank_and_its_proces
     monkeypatch.setattr(ds_torch, "build_shm_op", lambda: None)   # the CPU accelerator's op: not a GPU's
     monkeypatch.setattr(ds_comm, "cdb", None)
     monkeypatch.setattr(comm, "install_hooks", lambda: None)
-    monkeypatch.setattr(distributed, "topology", lambda models: "groups")
+    monkeypatch.setattr(distributed, "topology", lambda models, timeout: "groups")
 
     device, backend = distributed.pick_device("cuda")
     assert (device, backend) == (torch.device("cuda", 0), "nccl") and set_to == [0]
-    assert distributed.init(8, backend, timeout_s=60, device=device) == "groups"
-    assert joined == [("nccl", torch.device("cuda", 0))]
-    # the conditions DeepSpeed binds under: a one-rank job and the CPU are not bound
-    assert distributed.bound_device(device, 1) is None and distributed.bound_device(torch.device("cpu"), 8) is None
+    assert distributed.init(8, backend, timeout_s=60) == "groups"
+    assert joined == [("nccl", None)]   # joined once, by codist, unbound
 
 
-def test_set_up_gives_the_process_group_the_device_it_picked():
-    """train.set_up passes pick_device's device to distributed.init (the one choice, used by both)."""
-    import ast
-    import inspect
-
-    from codist.rank import train
-    calls = [n for n in ast.walk(ast.parse(inspect.getsource(train.set_up)))
-             if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "init"]
-    assert len(calls) == 1 and any(k.arg == "device" and getattr(k.value, "id", None) == "device"
-                                   for k in calls[0].keywords)
 
 
 ONE_GPU_RANK = """
 import torch, torch.distributed as dist
 from codist.rank import distributed
 device, backend = distributed.pick_device("cuda")
-distributed.init(1, backend, timeout_s=120, device=device)
+distributed.init(1, backend, timeout_s=120)
 x = torch.full((4,), 2.0, device=device)
 dist.all_reduce(x)
 torch.cuda.synchronize()
@@ -204,7 +193,7 @@ def test_on_a_real_gpu_local_rank_3_with_one_visible_gpu_joins_nccl_on_device_0(
     """The srun --gpus-per-task=1 case on a real GPU, NCCL and DeepSpeed (the test above fakes the
     accelerator): LOCAL_RANK 3 and one visible GPU; the rank picks cuda:0, joins the job over NCCL
     through DeepSpeed's init_distributed and reduces a tensor there. (One GPU holds one NCCL rank, so
-    the world here is 1: the device_id binding of a world > 1 is the faked test's.)"""
+    the world here is 1.)"""
     import os
     import subprocess
 

@@ -74,7 +74,7 @@ TIER = "paper"
 PERIOD = 2          # updates between exchanges in a rehearsal (at most the planned period)
 RANKS = 2           # ranks per model group in a rehearsal (at most the planned)
 LAUNCH = {"device": "cpu", "launcher": "fork", "oversubscribe": True, "master_port": None,
-          "collective_timeout_s": 3600, "hang_timeout_s": 3600}
+          "start_timeout_s": 3600, "collective_timeout_s": 3600, "hang_timeout_s": 3600}
 
 #: the rehearsal subset `make test-slurm` runs through the slurm profile on its two-node cluster
 #: (tests/test_slurm_rehearsal.py): one run of every workload and every algorithm family of the

@@ -72,7 +72,10 @@ class LaunchConfig(_Section):
     gpus_per_task: bool = Field(False, description="SLURM: srun --gpus-per-task=1, each rank shown only its own "
                                 "GPU (default: every rank sees its node's GPUs and takes the one at its "
                                 "LOCAL_RANK, so NCCL can use NVLink / CUDA IPC between them)")
-    collective_timeout_s: StrictInt = Field(600, ge=10, description="a collective waiting longer fails the run")
+    start_timeout_s: StrictInt = Field(1800, ge=10, description="during start-up (rendezvous, groups, data, "
+                                       "engines, a checkpoint read) a collective waiting longer fails the run")
+    collective_timeout_s: StrictInt = Field(600, ge=10, description="during training a collective waiting longer "
+                                            "fails the run")
     hang_timeout_s: StrictInt = Field(900, ge=2, description="the launcher kills a run in which no rank made "
                                 "progress (updates, or preparing its data) for this long and names the rank")
     data_root: str | None = Field(None, min_length=1, description="the folder a relative workload.data_dir is "

@@ -1,9 +1,9 @@
 """Process groups for n models x m data-parallel ranks each.
 
-Global rank r trains model r // m. Every rank creates every group in the same order
-(torch.distributed requires it). DeepSpeed learns its model's group through an `mpu`
-object with exactly the six methods below (see ENGINE-FACTS: the model-parallel group
-must be a single-rank group, and no other parallelism methods may exist).
+Global rank r trains model r // m. Each rank creates only the groups it is in (its model's, its
+local index's across models, its own), with their members alone (`topology`). DeepSpeed learns
+its model's group through an `mpu` object with exactly the six methods below (see ENGINE-FACTS:
+the model-parallel group must be a single-rank group, and no other parallelism methods may exist).
 """
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ class Topology:
     rank: int
     world_size: int
     models: int
-    dp_groups: list            # one per model: its m ranks
-    cross_groups: list         # one per local index: the n ranks with that index in each model
-    single_groups: list        # one single-rank group per rank
+    dp_group: object           # this rank's model's m ranks
+    cross_group: object        # the n ranks with this rank's local index in each model
+    single_group: object       # this rank alone (DeepSpeed's model-parallel group)
 
     @property
     def ranks_per_model(self) -> int:
@@ -36,14 +36,6 @@ class Topology:
     @property
     def dp_rank(self) -> int:
         return self.rank % self.ranks_per_model
-
-    @property
-    def dp_group(self):
-        return self.dp_groups[self.model_index]
-
-    @property
-    def cross_group(self):
-        return self.cross_groups[self.dp_rank]
 
     def model_of(self) -> list[int]:
         return [r // self.ranks_per_model for r in range(self.world_size)]
@@ -68,7 +60,7 @@ class ModelGroupMPU:
         return self._t.dp_rank
 
     def get_model_parallel_group(self):
-        return self._t.single_groups[self._t.rank]
+        return self._t.single_group
 
     def get_model_parallel_world_size(self):
         return 1
@@ -77,11 +69,18 @@ class ModelGroupMPU:
         return 0
 
 
-def init(models: int, backend: str, timeout_s: int = 600, device: torch.device | None = None) -> Topology:
+def init(models: int, backend: str, timeout_s: int = 1800) -> Topology:
     """Join the job (env:// rendezvous set by the launcher) and build the groups. A collective
-    that waits longer than `timeout_s` (a dead or hung peer) raises instead of hanging. On a GPU
-    the process group is bound to `device`, the rank's own (`pick_device`), not to the
-    cuda:LOCAL_RANK DeepSpeed's init_distributed would bind it to (see `bound_device`)."""
+    that waits longer than `timeout_s` (a dead or hung peer) raises instead of hanging: the
+    start-up's limit (launch.start_timeout_s); `set_timeout` gives the training its own.
+
+    The default group is joined here, bound to no device: DeepSpeed's init_distributed then finds
+    it made and only wraps it (it would bind cuda:LOCAL_RANK, no device where srun shows a task
+    only its own GPU). Bound, every later new_group would be an eager split of the world's NCCL
+    communicator, which every rank of the world must join (ncclCommSplit is collective over its
+    parent): `topology`'s groups would cost each rank O(world) collective calls at every start.
+    Unbound, a group's communicator is made at its first collective, by its members only, on the
+    device pick_device made current."""
     from datetime import timedelta
 
     import deepspeed
@@ -94,37 +93,38 @@ def init(models: int, backend: str, timeout_s: int = 600, device: torch.device |
         # /dev/shm buffer per rank for an shm all-reduce codist never uses, and never unlinks it
         os.environ.pop("LOCAL_SIZE", None)
     timeout = timedelta(seconds=timeout_s)
-    bound = bound_device(device, int(os.environ.get("WORLD_SIZE", "1")))
-    if bound is not None and not dist.is_initialized():
-        # joined here, DeepSpeed's init_distributed finds the group made and only wraps it
-        dist.init_process_group(backend, timeout=timeout, device_id=bound)
+    if not dist.is_initialized():
+        dist.init_process_group(backend, timeout=timeout)
     deepspeed.init_distributed(dist_backend=backend, auto_mpi_discovery=False, timeout=timeout)
-    return topology(models)
+    return topology(models, timeout)
 
 
-def bound_device(device: torch.device | None, world_size: int) -> torch.device | None:
-    """The device a rank's process group is bound to (init_process_group's device_id): the rank's
-    own GPU, under DeepSpeed's own conditions for binding one (deepspeed.comm.torch): a CUDA
-    device, more than one rank (a bound group splits every later group's communicator from the
-    world's, which a one-rank job has no peer for) and not torch 2.6.0 < v < 2.7.1 (binding hangs
-    there, pytorch#153960). DeepSpeed binds cuda:LOCAL_RANK, which is no device where srun shows
-    each task only its own GPU (--gpus-per-task=1: LOCAL_RANK 3, one visible GPU, device 0)."""
-    from packaging.version import Version
-    if device is None or device.type != "cuda" or world_size == 1:
-        return None
-    if Version("2.6.0") < Version(torch.__version__.split("+")[0]) < Version("2.7.1"):
-        return None
-    return device
+def topology(models: int, timeout=None) -> Topology:
+    """This rank's groups for `models` models over the joined world (every rank calls it alike).
 
-
-def topology(models: int) -> Topology:
-    """This rank's groups for `models` models over the joined world (every rank calls it alike)."""
+    Only the three groups this rank belongs to are made, each by its members alone
+    (use_local_synchronization): 3 new_group calls a rank at any world size, not models + m + world.
+    torch names such a group by its ranks and its creation count, so every rank must make the same
+    number of groups before each: here all make exactly these three, in this order."""
     rank, world = dist.get_rank(), dist.get_world_size()
     m = world // models
-    dp_groups = [dist.new_group(list(range(i * m, (i + 1) * m))) for i in range(models)]
-    cross_groups = [dist.new_group([i * m + j for i in range(models)]) for j in range(m)]
-    single_groups = [dist.new_group([r]) for r in range(world)]
-    return Topology(rank, world, models, dp_groups, cross_groups, single_groups)
+    model, local = rank // m, rank % m
+
+    def group(ranks: list[int]):
+        return dist.new_group(ranks, timeout=timeout, use_local_synchronization=True)
+    dp = group(list(range(model * m, (model + 1) * m)))
+    cross = group([i * m + local for i in range(models)])
+    single = group([rank])
+    return Topology(rank, world, models, dp, cross, single)
+
+
+def set_timeout(topo: Topology, timeout_s: int) -> None:
+    """From here on a collective of the world or of this rank's groups fails after `timeout_s`
+    (launch.collective_timeout_s: the training's limit, once start-up is over)."""
+    from datetime import timedelta
+    timeout = timedelta(seconds=timeout_s)
+    for group in dict.fromkeys([None, topo.dp_group, topo.cross_group, topo.single_group]):
+        dist.distributed_c10d.set_timeout(timeout, group)
 
 
 def pick_device(requested: str) -> tuple[torch.device, str]:

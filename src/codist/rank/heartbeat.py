@@ -13,7 +13,7 @@ last one:
 A rank blocked on a lock, a peer, a collective or a dead file system does neither, so its beats
 stop and the watchdog still kills a real hang, while a preparation longer than the watchdog's
 timeout keeps the run alive. (A rank spinning on a GPU wait during set-up counts as busy; torch's
-collective timeout, `launch.collective_timeout_s`, ends a hung NCCL collective there.)
+collective timeout of the start-up, `launch.start_timeout_s`, ends a hung NCCL collective there.)
 
 Cheap on a shared file system at scale: the training thread never writes; a beat is a small file
 renamed into place without fsync (the watchdog needs the write to be visible, which the rename

@@ -31,7 +31,7 @@ from ..config import RunConfig
 from .cuda_defaults import backend_settings, configure_backends
 from ..data_root import workload_with_data
 from .data import seed_rank_streams
-from .distributed import Topology, init, pick_device
+from .distributed import Topology, init, pick_device, set_timeout
 from .engine import deepspeed_config
 from .evaluation import Evaluator
 from ..exits import EXIT_BAD_INPUT as EXIT_CONFIG, EXIT_DIVERGED, EXIT_FAILED, EXIT_PREEMPTED  # noqa: F401  (codist.exits: once)
@@ -195,6 +195,7 @@ def main(argv=None) -> int:
     run = set_up(parse_args(argv))
     try:
         resume(run)
+        set_timeout(run.topo, run.cfg.launch.collective_timeout_s)   # start-up over: the training's limit
         code = train_loop(run)
         if code is None:
             finish(run)
@@ -249,7 +250,7 @@ def set_up(args) -> Run:
     guard = RunGuard(out)   # before anything is written: the directory this run writes into
     stop = StopFlag()
     stop.guard = guard
-    topo = init(cfg.parallel.models, backend, timeout_s=cfg.launch.collective_timeout_s, device=device)
+    topo = init(cfg.parallel.models, backend, timeout_s=cfg.launch.start_timeout_s)   # start-up's limit
     heartbeat = Heartbeat(out, topo.rank, topo.world_size, cfg.launch.hang_timeout_s)   # beats while preparing
     meter = CommMeter(topo.rank, topo.model_of(), device)   # checks every collective's tensors are on `device`
     meter.install_hooks()
