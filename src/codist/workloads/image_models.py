@@ -6,7 +6,7 @@ classifier. Shortcuts are option A of the paper (identity; where the shape chang
 input is subsampled by 2 and zero-padded in channels), which is what the paper used on
 CIFAR and what gives its parameter counts (Table 6: ResNet-20 0.27M, ResNet-56 0.85M).
 The input resolution is free (global pooling), so the same network runs on the 16x16
-embedded images and on 32x32 CIFAR.
+embedded images, on 32x32 CIFAR and on 28x28 Fashion-MNIST (one input channel: `in_channels`).
 
 Plain torch.nn only, so the DeepSpeed engine (or anything else) can wrap it.
 """
@@ -105,6 +105,7 @@ class CifarResNet(nn.Module):
         return self.fc(x)
 
 
-def build_cifar_resnet(depth: int, width: int = 16, num_classes: int = 10, norm: str = "batch") -> CifarResNet:
+def build_cifar_resnet(depth: int, width: int = 16, num_classes: int = 10, norm: str = "batch",
+                       in_channels: int = 3) -> CifarResNet:
     """A freshly initialised CIFAR ResNet; the caller seeds torch beforehand for reproducibility."""
-    return CifarResNet(depth, width, num_classes, norm=norm)
+    return CifarResNet(depth, width, num_classes, in_channels=in_channels, norm=norm)
