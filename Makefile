@@ -14,9 +14,10 @@ CORES  ?= $(shell nproc 2>/dev/null || echo 2)
 .PHONY: install lock test test-fast test-slurm replicate verify figures dry-run bench clean-results budget gpu-check
 
 # env/install.sh is the install of every documented route (the lock, then fairseq-fixed without
-# build isolation, then codist); make runs it in a fresh venv. CUDA=12: torch's CUDA 12 build for
-# NVIDIA drivers older than 580 and Volta GPUs (env/requirements-cu12.txt; docs/full-scale.md).
-$(STAMP): env/install.sh env/check_platform.sh env/requirements.lock env/requirements-fairseq.txt pyproject.toml
+# build isolation, then codist, then Fashion-MNIST's Debian package where apt is: env/install_data.sh);
+# make runs it in a fresh venv. CUDA=12: torch's CUDA 12 build for NVIDIA drivers older than 580
+# and Volta GPUs (env/requirements-cu12.txt; docs/full-scale.md).
+$(STAMP): env/install.sh env/install_data.sh env/check_platform.sh env/requirements.lock env/requirements-fairseq.txt pyproject.toml
 	sh env/check_platform.sh $(PYTHON)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip

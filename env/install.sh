@@ -5,6 +5,7 @@
 # (after `conda env create -f env/environment.yml`) and plain pip into any Python 3.11.
 # fairseq-fixed cannot be installed in one pip call with the rest: its build imports the
 # installed torch, numpy and Cython, so it is built without build isolation, after them.
+# Last, where apt is, Debian's dataset-fashion-mnist (env/install_data.sh: soft, one line if not).
 #
 # CUDA=12 (`make install CUDA=12`): torch's CUDA 12 build for drivers older than 580 and Volta GPUs
 # (env/requirements-cu12.txt) in place of the lock's CUDA 13 torch; default CUDA=13, the lock.
@@ -36,3 +37,6 @@ esac
 "$PY" -m pip install --no-build-isolation --no-deps -r env/requirements-fairseq.txt
 # 3. codist itself, editable
 "$PY" -m pip install --no-deps -e .
+# 4. where apt is: Debian's dataset-fashion-mnist, the real data of `workload.dataset: fashion_mnist`
+#    (one line and on, if it cannot be installed: the default tier needs no package)
+sh env/install_data.sh
