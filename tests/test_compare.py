@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import sys
 from pathlib import Path
@@ -577,3 +578,144 @@ def test_a_claims_detail_names_its_first_three_differences(tmp_path):
     (row,) = compare.compare_claims(tmp_path / "ref.csv", tmp_path / "loc.csv")
     assert [part.split(":")[0] for part in row["detail"].split("; ")] == [
         "column 'claim'", "column 'source'", "column 'basis'", "... 1 more"], row["detail"]
+
+
+# ---------------------------------------------------------------- issue 52: never noise where nothing can be judged
+
+def test_an_inf_in_one_seed_is_different_never_within_seed_noise():
+    """N4: an inf makes the mean inf and the sd NaN, and `abs(ml - mr) > nan` was False: 'within seed noise'."""
+    mine = figure_table(REFERENCE)
+    mine.loc[2, "final_metric"] = float("inf")
+    outcome, why = compare.judge_table(figure_table(REFERENCE), mine)
+    assert outcome == "different", why
+    assert any(w.startswith("final_metric [series=MA-DNN, K=2") and "no finite spread" in w for w in why), why
+    # a NaN half-width never makes a difference vanish, however it reaches the comparison
+    cells = compare.Cells()
+    cells.tests.append(("x", 0.5, float("nan"), 3, 0.9, 0.1, 3))
+    assert cells.outside(1) and "outside +-nan" in cells.outside(1)[0]
+
+
+def test_text_in_a_numeric_column_of_yours_only_is_different():
+    """N5: 'garbage' made pandas read your column as text: it was neither compared nor judged."""
+    ref = figure_table(REFERENCE)
+    mine = ref.astype({"final_metric": object})
+    mine.loc[4, "final_metric"] = "garbage"
+    outcome, why = compare.judge_table(ref, mine)
+    assert (outcome, why) == ("different", ["column 'final_metric': 1 cell(s) not a number here, e.g. row 4: "
+                                            "'garbage' (numbers on the other side)"])
+    outcome, why = compare.judge_table(mine, ref)   # and in the reference's only
+    assert outcome == "different" and "not a number in the reference, e.g. row 4: 'garbage'" in why[0], why
+    # a table of means (a claims table too) goes the same way, never into the t interval
+    claims = claims_table([0.1, 0.2, 0.3], "holds")
+    bad = claims.astype({"effect_sd": object})
+    bad.loc[0, "effect_sd"] = "garbage"
+    assert compare.judge_table(claims, bad, each_row=True)[0] == "different"
+
+
+def test_the_probes_files_end_to_end_read_different(tmp_path, capsys):
+    """N5 through the command: the table is different in comparison.csv and in the closing summary."""
+    ref = write_results(tmp_path / "ref", REFERENCE, [0.1, 0.2, 0.3], "holds")
+    loc = write_results(tmp_path / "loc", REFERENCE, [0.1, 0.2, 0.3], "holds")
+    path = loc / "embedded" / "sun2016" / "cifar10.csv"
+    path.write_text(path.read_text().replace(",0.442,0.442,", ",garbage,0.442,"))
+    assert compare.main(["--results", str(loc), "--reference", str(ref)]) == 0
+    out = capsys.readouterr().out
+    assert "different: sun2016/cifar10.csv: column 'final_metric': 1 cell(s) not a number here" in out, out
+
+
+def test_a_claims_effect_that_moves_with_a_nan_sd_is_different(tmp_path):
+    """N6: the effect from -0.00546 to -0.5 with effect_sd NaN read 'within seed noise'."""
+    ref = claims_table([-0.01, -0.004, -0.00238], "inconclusive: the interval spans 0")
+    ref.loc[0, "effect_mean"] = -0.00546
+    mine = ref.copy()
+    mine.loc[0, ["effect_mean", "effect_sd"]] = [-0.5, float("nan")]
+    ref.to_csv(tmp_path / "ref.csv", index=False)
+    mine.to_csv(tmp_path / "loc.csv", index=False)
+    (row,) = compare.compare_claims(tmp_path / "ref.csv", tmp_path / "loc.csv")
+    assert row["outcome"] == "different" and "no finite spread" in row["detail"], row
+    assert compare.judge_claims_table(ref, mine)[0] == "different"
+    # a NaN sd on both sides beside an equal mean is no difference; a NaN n is named, not a traceback
+    both = ref.assign(effect_sd=float("nan"), claim="other")
+    assert compare.judge_table(both, ref.assign(effect_sd=float("nan")), each_row=True)[1] == [
+        "column 'claim': 1 row(s) differ, e.g. row 0: 'other' in the reference vs 'EC-DNN beats MA-DNN' here"]
+    outcome, why = compare.judge_table(ref.assign(n=float("nan")), mine.assign(n=float("nan"), effect_sd=0.01),
+                                       each_row=True)
+    assert outcome == "different" and "no seed count" in " ".join(why), why
+
+
+def test_a_paper_tier_figures_paper_values_and_curves_tables_are_not_run_in_this_tier(tmp_path):
+    """W03: every table a paper-tier figure writes (<fig>.csv, _curves, _values, _paper) is that figure's."""
+    ref, loc = tmp_path / "ref", tmp_path / "loc"
+    for d in (ref, loc):
+        (d / "sun2016").mkdir(parents=True)
+    for name in ("cifar10_k4.csv", "cifar10_k4_curves.csv", "cifar10_k4_values.csv", "cifar10_k4_paper.csv",
+                 "cifar10_k4_other.csv"):
+        (ref / "sun2016" / name).write_text("x\n1\n")
+    rows = {r["name"]: r["outcome"] for r in compare.compare_tables(ref, loc, PAPER_FIGURES, ("default",))}
+    assert rows == {"sun2016/cifar10_k4.csv": "not run in this tier", "sun2016/cifar10_k4_curves.csv": "not run in this tier",
+                    "sun2016/cifar10_k4_values.csv": "not run in this tier",
+                    "sun2016/cifar10_k4_paper.csv": "not run in this tier",
+                    "sun2016/cifar10_k4_other.csv": "not regenerated"}
+
+
+def test_one_paper_tier_claim_among_default_ones_means_the_paper_tier_ran(tmp_path):
+    """W12: `.any()`, not `.all()`: a paper-tier run's claims table holds both tiers' claims."""
+    pd.DataFrame({"paper": ["p", "p"], "id": ["a", "b"], "verdict": ["holds", "holds"],
+                  "tier": ["default", "paper"]}).to_csv(tmp_path / "claims.csv", index=False)
+    assert compare.tiers_run(tmp_path, {("p", "big")}) == ["default", "paper"]
+
+
+# ---------------------------------------------------------------- issue 52: one line, never a traceback or a hang
+
+def _one_line_error(capsys, args, *parts):
+    assert compare.main(args) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and "Traceback" not in captured.err, captured.err
+    assert all(p in captured.err for p in parts), captured.err
+    return captured.err
+
+
+def test_a_reference_that_is_a_symlink_loop_is_one_line(tmp_path, capsys):
+    """N11: resolve() raised RuntimeError('Symlink loop') before any check."""
+    loc = write_results(tmp_path / "loc", REFERENCE, [0.1, 0.2, 0.3], "holds")
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    _one_line_error(capsys, ["--results", str(loc), "--reference", str(tmp_path / "a")],
+                    f"compare: {tmp_path / 'a' / 'embedded'}: unreadable (Too many levels of symbolic links; "
+                    "expected a folder)")
+    (tmp_path / "file").write_text("x")
+    _one_line_error(capsys, ["--results", str(loc), "--reference", str(tmp_path), "--scale", "file"],
+                    f"compare: {tmp_path / 'file'}: a regular file, expected a results folder")
+
+
+@pytest.mark.parametrize("make, what", [
+    (lambda p: p.symlink_to(p), "unreadable (Too many levels of symbolic links; expected a CSV table)"),
+    (lambda p: p.mkdir(), "a folder, expected a CSV table (a regular file)"),
+    (lambda p: os.mkfifo(p), "a named pipe, expected a CSV table (a regular file)")], ids=["loop", "folder", "fifo"])
+def test_a_csv_that_is_a_loop_a_folder_or_a_named_pipe_is_one_line(tmp_path, capsys, make, what):
+    """N31, N37, N32: a *.csv linked to itself or a folder gave a traceback; a named pipe hung forever
+    (read_table now stats it before opening)."""
+    ref = write_results(tmp_path / "ref", REFERENCE, [0.1, 0.2, 0.3], "holds")
+    loc = write_results(tmp_path / "loc", REFERENCE, [0.1, 0.2, 0.3], "holds")
+    for root in (ref, loc):
+        make(root / "embedded" / "sun2016" / "odd.csv")
+    _one_line_error(capsys, ["--results", str(loc), "--reference", str(ref)],
+                    f"compare: {ref / 'embedded' / 'sun2016' / 'odd.csv'}: {what}")
+    assert not (loc / "embedded" / "comparison.md").exists()
+
+
+def test_a_manifest_whose_hardware_is_not_an_object_is_one_line_naming_file_and_key(tmp_path, capsys):
+    """N24: "hardware": 5 gave a TypeError."""
+    ref = write_results(tmp_path / "ref", REFERENCE, [0.1, 0.2, 0.3], "holds")
+    loc = write_results(tmp_path / "loc", REFERENCE, [0.1, 0.2, 0.3], "holds", hardware={"cpu_model": "x"})
+    manifest = loc / "embedded" / "runs" / "abc" / "manifest.json"
+    manifest.write_text(json.dumps({"hardware": 5}))
+    _one_line_error(capsys, ["--results", str(loc), "--reference", str(ref)],
+                    f"compare: {manifest}: 'hardware' is 5; expected an object of hardware facts (cpu_model, ")
+    manifest.write_text(json.dumps([5]))
+    _one_line_error(capsys, ["--results", str(loc), "--reference", str(ref)],
+                    f"compare: {manifest}: a JSON list; expected an object (a run's manifest)")
+    manifest.unlink()
+    (ref / "embedded" / "machine.json").write_text(json.dumps({"machines": 5}))
+    _one_line_error(capsys, ["--results", str(loc), "--reference", str(ref)],
+                    f"compare: {ref / 'embedded' / 'machine.json'}: not a machine record (")

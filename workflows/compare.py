@@ -42,9 +42,12 @@ written through.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import math
+import os
 import re
+import stat
 import sys
 from collections import Counter
 from pathlib import Path
@@ -54,7 +57,7 @@ from scipy import stats
 
 from codist.runlog import WriteError, atomic_write_text
 from workflows.experiments import ExperimentsError, load_plan
-from workflows.machine import describe, summarize
+from workflows.machine import MachineError, describe, summarize
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMING = re.compile(r"_s(_|$)")   # a column measured in seconds
@@ -75,13 +78,27 @@ class CompareError(Exception):
     """Malformed input or an unsafe output: one line naming the file."""
 
 
+def _kind(mode: int) -> str:
+    """What a path is, for a message saying it is not what was expected."""
+    return ("a folder" if stat.S_ISDIR(mode) else "a named pipe" if stat.S_ISFIFO(mode)
+            else "a regular file" if stat.S_ISREG(mode) else "a special file")
+
+
 def read_table(path: Path) -> pd.DataFrame:
+    try:   # stat first: opening a named pipe called *.csv would wait forever for a writer
+        mode = os.stat(path).st_mode
+    except OSError as e:
+        raise CompareError(f"{path}: unreadable ({e.strerror or e}; expected a CSV table)") from None
+    if not stat.S_ISREG(mode):
+        raise CompareError(f"{path}: {_kind(mode)}, expected a CSV table (a regular file)")
     try:
         return pd.read_csv(path)
     except pd.errors.EmptyDataError:
         raise CompareError(f"{path}: empty, no header row (expected a CSV table with a header)") from None
     except (pd.errors.ParserError, UnicodeDecodeError) as e:
         raise CompareError(f"{path}: not a readable CSV table ({one_line(e)})") from None
+    except OSError as e:
+        raise CompareError(f"{path}: unreadable ({e.strerror or e}; expected a CSV table)") from None
 
 
 def read_claims(path: Path) -> pd.DataFrame:
@@ -153,6 +170,9 @@ class Cells:
             self.broken.append(f"{where}: {versus(mr, ml)}, one seed: only bit-identity can be judged (no spread)")
         elif sr == 0 and sl == 0:
             self.broken.append(f"{where}: {versus(mr, ml)}, the same in every seed")
+        elif not all(math.isfinite(v) for v in (mr, sr, ml, sl)):   # inf, or a spread not recorded: no interval
+            self.broken.append(f"{where}: {versus(mr, ml)}, sd {_plain(sr)!r} in the reference and {_plain(sl)!r} "
+                               f"here: no finite spread to judge by")
         else:
             self.tests.append((where, mr, sr, nr, ml, sl, nl))
 
@@ -161,7 +181,7 @@ class Cells:
         out = []
         for where, mr, sr, nr, ml, sl, nl in self.tests:
             half = half_width(sr, nr, sl, nl, cells, level)
-            if abs(ml - mr) > half:
+            if not abs(ml - mr) <= half:   # a NaN half-width explains nothing (`> nan` would be False)
                 out.append(f"{where}: mean {versus(mr, ml)}, outside +-{_fmt(half)}")
         return out
 
@@ -222,6 +242,10 @@ def mean_triples(columns) -> list[tuple[str, str, str, str]]:
     return out
 
 
+def same_value(a, b) -> bool:
+    return a == b or (pd.isna(a) and pd.isna(b))
+
+
 def mean_cells(ref: pd.DataFrame, loc: pd.DataFrame, triples, label_cols) -> tuple[Cells, int]:
     cells, count = Cells(), 0
     for i in range(len(ref)):
@@ -231,13 +255,35 @@ def mean_cells(ref: pd.DataFrame, loc: pd.DataFrame, triples, label_cols) -> tup
             if pd.isna(mr) and pd.isna(ml):
                 continue
             count += 1
-            if mr == ml and ref[s].iloc[i] == loc[s].iloc[i]:
+            if mr == ml and same_value(ref[s].iloc[i], loc[s].iloc[i]):
                 continue
             if pd.isna(mr) or pd.isna(ml):
                 cells.broken.append(f"{base} [{name}]: {versus(mr, ml)}")
                 continue
-            cells.add(f"{base} [{name}]", mr, ref[s].iloc[i], int(ref[n].iloc[i]), ml, loc[s].iloc[i], int(loc[n].iloc[i]))
+            nr, nl = ref[n].iloc[i], loc[n].iloc[i]
+            if pd.isna(nr) or pd.isna(nl):
+                cells.broken.append(f"{base} [{name}]: {versus(mr, ml)}, no seed count ({n} {_plain(nr)!r} in the "
+                                    f"reference, {_plain(nl)!r} here)")
+                continue
+            cells.add(f"{base} [{name}]", mr, ref[s].iloc[i], int(nr), ml, loc[s].iloc[i], int(nl))
     return cells, count
+
+
+def text_in_numbers(ref: pd.DataFrame, loc: pd.DataFrame, columns) -> list[str]:
+    """The columns of numbers on one side that hold text on the other (pandas reads such a column as
+    text, so it is neither a number to judge nor, on its numeric side, text to compare)."""
+    out = []
+    for col in columns:
+        numeric = (pd.api.types.is_numeric_dtype(ref[col]), pd.api.types.is_numeric_dtype(loc[col]))
+        if numeric[0] == numeric[1]:
+            continue
+        side, where = (loc, "here") if numeric[0] else (ref, "in the reference")
+        bad = side[col].notna() & pd.to_numeric(side[col], errors="coerce").isna()
+        if bad.any():
+            row = bad.index[bad][0]
+            out.append(f"column {col!r}: {int(bad.sum())} cell(s) not a number {where}, e.g. row {row}: "
+                       f"{side[col][row]!r} (numbers on the other side)")
+    return out
 
 
 def judge_table(ref: pd.DataFrame, loc: pd.DataFrame, each_row: bool = False) -> tuple[str, list[str]]:
@@ -248,6 +294,10 @@ def judge_table(ref: pd.DataFrame, loc: pd.DataFrame, each_row: bool = False) ->
         return "bit-identical", []
     if list(ref.columns) != list(loc.columns) or len(ref) != len(loc):
         return "different", exact
+    text = {"regime", "verdict", "reached", "per_seed", "method"} if each_row else set()
+    mixed = text_in_numbers(ref, loc, [c for c in compared_columns(ref) if c not in text])
+    if mixed:   # a column numeric on one side only is never a metric to judge: no seed spread explains text
+        return "different", mixed
     triples = mean_triples(list(ref.columns))
     if "seed" in ref.columns:   # labels, group keys and seeds fixed; every other number a metric
         fixed = [c for c in compared_columns(ref) if not pd.api.types.is_numeric_dtype(ref[c])
@@ -256,7 +306,6 @@ def judge_table(ref: pd.DataFrame, loc: pd.DataFrame, each_row: bool = False) ->
     else:   # a table of means: everything but the means, their sds and what is derived from them is fixed
         judged = {c for _, mean, sd, _ in triples for c in (mean, sd)}
         derived = {"interval_low", "interval_high", "quality_low", "quality_high"} if triples else set()
-        text = {"regime", "verdict", "reached", "per_seed", "method"} if each_row else set()
         fixed = [c for c in compared_columns(ref) if c not in judged | derived | text]
         seeded = False
     changed = exact_differences(ref[fixed], loc[fixed])
@@ -411,9 +460,13 @@ def machines(folder: Path) -> list[str]:
             return describe(summarize(manifests))
         if path.exists():
             return describe(json.loads(path.read_text()).get("machines", []))
-    except (json.JSONDecodeError, AttributeError) as e:
+    except MachineError as e:
+        raise CompareError(str(e)) from None
+    except (json.JSONDecodeError, AttributeError, TypeError) as e:
         where = path if not manifests else f"{folder}/runs/*/manifest.json"
         raise CompareError(f"{where}: not a machine record ({one_line(e)})") from None
+    except OSError as e:
+        raise CompareError(f"{e.filename or path}: unreadable ({e.strerror or e}; expected a JSON file)") from None
     return []
 
 
@@ -505,6 +558,15 @@ def write_outputs(loc_dir: Path, md_text: str, table: pd.DataFrame) -> None:
         raise CompareError(str(e)) from None
 
 
+def folder_problem(d: Path) -> str | None:
+    """Why `d` is not a results folder to read (None: it is one)."""
+    try:
+        mode = os.stat(d).st_mode
+    except OSError as e:
+        return "no such folder" if e.errno == errno.ENOENT else f"unreadable ({e.strerror or e}; expected a folder)"
+    return None if stat.S_ISDIR(mode) else f"{_kind(mode)}, expected a results folder"
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--results", type=Path, required=True, help="your results root (e.g. results-local)")
@@ -514,13 +576,13 @@ def main(argv=None) -> int:
                    help="the papers' experiments.yaml (which figures are in the paper tier)")
     args = p.parse_args(argv)
     ref_dir, loc_dir = args.reference / args.scale, args.results / args.scale
+    for d in (ref_dir, loc_dir):   # before resolve(), which raises on a symbolic link loop
+        if problem := folder_problem(d):
+            print(f"compare: {d}: {problem}", file=sys.stderr)
+            return 2
     if ref_dir.resolve() == loc_dir.resolve():
         print(f"compare: {loc_dir} is the reference itself: nothing to compare (git diff shows what changed)")
         return 0
-    for d in (ref_dir, loc_dir):
-        if not d.is_dir():
-            print(f"compare: {d}: no such folder", file=sys.stderr)
-            return 2
     try:   # everything read and judged before anything is written
         paper_figures = paper_tier_figures(args.scale, args.replications)
         tiers = tiers_run(loc_dir, paper_figures)

@@ -18,10 +18,21 @@ from pathlib import Path
 KEYS = ("cpu_model", "torch_cpu_capability", "blas", "torch_threads", "cpu_count", "platform")
 
 
+class MachineError(ValueError):
+    """A manifest that is not a run's record: one line naming the file, the key and what was expected."""
+
+
 def summarize(manifests) -> list[dict]:
     found = Counter()
     for path in manifests:
         m = json.loads(Path(path).read_text())
+        if not isinstance(m, dict):
+            raise MachineError(f"{path}: a JSON {type(m).__name__}; expected an object (a run's manifest)")
+        for key in ("hardware", "packages"):
+            if not isinstance(m.get(key, {}), dict):
+                raise MachineError(f"{path}: {key!r} is {m[key]!r:.80}; expected an object of {key} facts "
+                                   + ("(cpu_model, torch_cpu_capability, blas, torch_threads, ...)"
+                                      if key == "hardware" else "(package -> version)"))
         hw = m.get("hardware", {})
         entry = tuple((k, hw.get(k)) for k in KEYS if k in hw) + (("torch", m.get("packages", {}).get("torch")),)
         found[entry] += 1
