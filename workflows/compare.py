@@ -20,8 +20,9 @@ outcome:
   `<x> ours sd`, `<x> n`) are judged from those; claims from `effect_mean`, `effect_sd`, `n`, each
   claim on its own (95%);
 - **different**: anything else (other labels or run ids, a deterministic number changed, a seed
-  group with no spread to judge by: with one seed only bit-identity can be judged, a target
-  reached in another number of seeds, a difference the seeds do not explain); the first cells that
+  group with no spread to judge by: with one seed only bit-identity can be judged, an inf or a NaN
+  sd, a target reached in another number of seeds, text where the other side has numbers, a
+  difference the seeds do not explain); the first cells that
   differ are named, each with as many digits as show the difference and its relative size;
 - **not run in this tier**: a table of a paper-tier figure, or a claim, that the tier which ran
   does not make (`make replicate TIER=paper` does); never counted as different. In a claims table
@@ -33,8 +34,9 @@ Each claim is listed with the reference's verdict and yours side by side. The ma
 the runs' manifest.json (`hardware`: CPU model, torch's CPU capability, BLAS, threads) and, for a
 results folder without runs/ (the committed reference), its `machine.json`.
 
-Malformed input (an empty file, a claims table without `paper`, `id` or `verdict`) stops it with one
-line naming the file, before anything is written. Text cells are escaped: `|` in comparison.md, and a
+Malformed input (an empty file, a claims table without `paper`, `id` or `verdict`, a `*.csv` that is
+not a regular file: a folder, a named pipe, a symbolic link loop; a manifest whose `hardware` is not
+an object) stops it with one line naming the file, before anything is written. Text cells are escaped: `|` in comparison.md, and a
 comparison.csv cell starting with = + - @ is prefixed with ' (no spreadsheet formula). Both files
 are written atomically, and a comparison.md or .csv that is a symbolic link is refused, never
 written through.
