@@ -242,3 +242,98 @@ def test_agreed_step_on_one_rank_is_its_own_index(tmp_path):
     assert got["none"] is None and got["zero"] == 0 and (got[1], got[2], got[12]) == (1, 2, 12)
     assert got["error"].startswith(f"{tmp_path / 'checkpoint' / 'latest.json'}: unreadable checkpoint index")
     assert got["control_calls"] == 6   # one broadcast per call, under control
+
+
+# ---------------------------------------------------------------- issue 52: an index entry vouches only for what it covers
+
+def _flip_inside(path, values):
+    data = bytearray(path.read_bytes())
+    data[bytes(data).index(values.numpy().tobytes()) + 100] ^= 0x01   # inside the tensor: it still loads
+    path.write_bytes(bytes(data))
+
+
+def test_an_entry_whose_digest_map_is_empty_vouches_for_nothing(tmp_path, capsys):
+    """N3: {"sha256": {}} looped over no file and resumed a damaged checkpoint without a word."""
+    for step in (4, 8):
+        _save(tmp_path, step, 0, {"group": 0, "w": torch.arange(64.0)}, [])
+    index = tmp_path / "checkpoint" / "latest.json"
+    info = json.loads(index.read_text())
+    info["checkpoints"][0]["sha256"] = {}
+    index.write_text(json.dumps(info))
+    _flip_inside(tmp_path / "checkpoint" / "step-8" / "group-0.pt", torch.arange(64.0))
+    capsys.readouterr()
+    assert checkpoint.latest(tmp_path, RID) == 4
+    d = tmp_path / "checkpoint" / "step-8"
+    assert capsys.readouterr().err == (f"codist: checkpoint at step 8 not used: {d}: {index} records no sha256 for it "
+                                       f"(expected one for each file the ranks load: at least one); resuming from "
+                                       f"the checkpoint at step 4\n")
+    info["checkpoints"][1]["sha256"] = {}   # none left: one error, nothing resumed
+    index.write_text(json.dumps(info))
+    with pytest.raises(CheckpointError, match="no good checkpoint is left"):
+        checkpoint.latest(tmp_path, RID)
+
+
+def test_an_entry_that_does_not_cover_every_file_the_ranks_load_is_not_used(tmp_path, capsys):
+    """N3: a map naming rank-0.pt only still let group-0.pt (damaged) be loaded unverified."""
+    for step in (4, 8):
+        _save(tmp_path, step, 0, {"group": 0, "w": torch.arange(64.0)}, [])
+    index = tmp_path / "checkpoint" / "latest.json"
+    info = json.loads(index.read_text())
+    del info["checkpoints"][0]["sha256"]["group-0.pt"]
+    index.write_text(json.dumps(info))
+    _flip_inside(tmp_path / "checkpoint" / "step-8" / "group-0.pt", torch.arange(64.0))
+    files = checkpoint.loaded_files(1, 1)
+    assert files == {"rank-0.pt", "group-0.pt"}
+    capsys.readouterr()
+    assert checkpoint.latest(tmp_path, RID, files) == 4
+    err = capsys.readouterr().err
+    assert err.startswith(f"codist: checkpoint at step 8 not used: {tmp_path / 'checkpoint' / 'step-8' / 'group-0.pt'}:"
+                          f" {index} records no sha256 for it (expected one for each file the ranks load: "
+                          f"group-0.pt, rank-0.pt)"), err
+    # a world of 2 ranks in 2 models loads rank-1.pt and group-1.pt too: the one-rank checkpoint covers neither
+    with pytest.raises(CheckpointError, match=r"step-4/group-1\.pt: .* records no sha256 for it"):
+        checkpoint.latest(tmp_path, RID, checkpoint.loaded_files(2, 2))
+
+
+def test_after_a_fallback_the_next_save_keeps_the_good_checkpoint_and_drops_the_failed_one(tmp_path, capsys):
+    """N26: the save after resuming from step 4 (step 5's digest failed) kept step 5 as the fallback and
+    removed step 4, the only good one."""
+    for step in (4, 5):
+        _save(tmp_path, step, 0, {"group": 0, "w": torch.arange(64.0)}, [])
+    _flip_inside(tmp_path / "checkpoint" / "step-5" / "group-0.pt", torch.arange(64.0))
+    assert checkpoint.latest(tmp_path, RID) == 4
+    _save(tmp_path, 6, 0, {"group": 0, "w": torch.arange(64.0)}, [])
+    index = json.loads((tmp_path / "checkpoint" / "latest.json").read_text())
+    assert [e["step"] for e in index["checkpoints"]] == [6, 4]
+    assert sorted(p.name for p in (tmp_path / "checkpoint").iterdir()) == ["latest.json", "step-4", "step-6"]
+    # the newest now damaged too: the rerun still has the good step 4
+    _flip_inside(tmp_path / "checkpoint" / "step-6" / "group-0.pt", torch.arange(64.0))
+    assert checkpoint.latest(tmp_path, RID) == 4
+    capsys.readouterr()
+    # a step saved again after it failed is new: kept as the fallback of the save after it
+    _save(tmp_path, 6, 0, {"group": 0, "w": torch.arange(64.0)}, [])
+    _save(tmp_path, 8, 0, {"group": 0, "w": torch.arange(64.0)}, [])
+    assert [e["step"] for e in json.loads((tmp_path / "checkpoint" / "latest.json").read_text())["checkpoints"]] == [8, 6]
+
+
+def test_a_negative_index_step_is_one_line(tmp_path):
+    """N30: step -1 was broadcast as 'no checkpoint' and the run trained from update 0 silently."""
+    index = tmp_path / "checkpoint" / "latest.json"
+    index.parent.mkdir()
+    for low, info in ((-1, {"step": -1, "run_id": RID}),
+                      (-2, {"step": 8, "run_id": RID, "checkpoints": [{"step": -2, "sha256": {}}]})):
+        index.write_text(json.dumps(info))
+        with pytest.raises(CheckpointError) as e:
+            checkpoint.latest(tmp_path, RID)
+        assert str(e.value) == (f"{index}: unreadable checkpoint index (step {low}; expected a step >= 0); "
+                                f"delete {index.parent} to start over")
+
+
+def test_a_latest_json_that_is_a_folder_is_one_line(tmp_path):
+    """N28: a bare IsADirectoryError."""
+    index = tmp_path / "checkpoint" / "latest.json"
+    index.mkdir(parents=True)
+    with pytest.raises(CheckpointError) as e:
+        checkpoint.latest(tmp_path, RID)
+    assert str(e.value) == (f"{index}: unreadable checkpoint index (Is a directory; expected a JSON file); "
+                            f"delete {index.parent} to start over")

@@ -66,3 +66,20 @@ def test_with_no_good_checkpoint_left_the_run_fails_naming_the_files(reference, 
         assert f"checkpoint at step {step} not used: {out / 'checkpoint' / f'step-{step}' / 'group-0.pt'}: sha256" in error
     assert f"no good checkpoint is left: delete {out / 'checkpoint'} to start over" in error
     assert not (out / "summary.json").exists()
+
+
+@pytest.mark.parametrize("vouched", [{}, {"rank-0.pt"}], ids=["empty", "rank-file-only"])
+def test_an_index_entry_that_does_not_vouch_for_the_damaged_file_is_not_resumed(reference, tmp_path, vouched):
+    """Issue 52 N3: the newest entry's sha256 map {} (or one naming rank-0.pt only) vouched for nothing, and the
+    damaged group-0.pt was resumed without a word; now the run falls back to step 2 and says why."""
+    out = unfinished_copy(reference, tmp_path / "unvouched")
+    index = out / "checkpoint" / "latest.json"
+    info = json.loads(index.read_text())
+    info["checkpoints"][0]["sha256"] = {k: v for k, v in info["checkpoints"][0]["sha256"].items() if k in vouched}
+    index.write_text(json.dumps(info))
+    flip_a_byte_inside_a_tensor(out / "checkpoint" / "step-4" / "group-0.pt")
+    assert launch.run(config.validate(RUN), out) == 0
+    assert json.loads((out / "summary.json").read_text())["resumed_from_step"] == 2
+    assert comparable(read_rows(out)) == comparable(read_rows(reference))
+    (line,) = [ln for ln in (out / "logs" / "rank0.log").read_text().splitlines() if "not used" in ln]
+    assert f"records no sha256 for it (expected one for each file the ranks load: group-0.pt, rank-0.pt)" in line

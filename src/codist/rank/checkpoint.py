@@ -15,11 +15,14 @@ and broadcasts the step (`agreed_step`): on a shared filesystem another node may
 copy of the index, and ranks resuming from different steps would train on silently. A file that
 is missing or fails its digest (a flipped byte inside a tensor loads without complaint) makes
 rank 0 fall back to the previous checkpoint, saying in one line which file failed and which step
-is used; when none is good, that is one clear error. Every rank then checks that each file it
-loads holds this run's id and that step. A checkpoint is used only if latest.json names this
-run's id; files are loaded with torch.load(weights_only=True); anything missing, truncated or
-from another config is a clear error, never silently reused or skipped, and so is a file whose
-algorithm state lacks a key this codist reads (another version wrote it: `reading`). An index
+is used; when none is good, that is one clear error. An entry whose digests do not cover every file
+the ranks load (`loaded_files`; an empty map `{}` covers none) vouches for nothing and is not used
+either. The next save keeps the checkpoint resumed from as the fallback, never one found to fail.
+Every rank then checks that each file it loads holds this run's id and that step. A checkpoint is
+used only if latest.json names this run's id; files are loaded with torch.load(weights_only=True);
+anything missing, truncated or from another config is a clear error, never silently reused or
+skipped, and so is a file whose algorithm state lacks a key this codist reads (another version wrote
+it: `reading`), an index step below 0 and a latest.json that is not a readable file. An index
 written before the digests (no "checkpoints") is used as it was, with one line saying so.
 """
 from __future__ import annotations
@@ -57,8 +60,15 @@ def _index(run: Path, run_id: str) -> list[dict] | None:
         info = json.loads(path.read_text())
         step, found = int(info["step"]), info["run_id"]
         entries = [{"step": int(e["step"]), "sha256": dict(e["sha256"])} for e in info.get("checkpoints", [])]
+    except OSError as e:   # a folder in its place, unreadable
+        raise CheckpointError(f"{path}: unreadable checkpoint index ({e.strerror or e}; expected a JSON file); "
+                              f"delete {path.parent} to start over") from None
     except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise CheckpointError(f"{path}: unreadable checkpoint index ({e}); delete {path.parent} to start over")
+    lowest = min([step] + [e["step"] for e in entries])
+    if lowest < 0:   # -1 would be broadcast as agreed_step's 'no checkpoint': training from update 0 silently
+        raise CheckpointError(f"{path}: unreadable checkpoint index (step {lowest}; expected a step >= 0); "
+                              f"delete {path.parent} to start over")
     if found != run_id:
         raise CheckpointError(f"{path}: checkpoint of run {found}, but this config is run {run_id}; "
                               f"delete {path.parent} or use another --out directory")
@@ -70,10 +80,21 @@ def _sha256(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def _damage(run: Path, entry: dict) -> str | None:
-    """Why the checkpoint `entry` cannot be used (its first file that is missing or fails its sha256),
-    or None when every file it lists matches."""
+def loaded_files(world_size: int, models: int) -> set[str]:
+    """The files `load` opens in a world: every rank's rank-<r>.pt and every model's group-<g>.pt."""
+    return {f"rank-{r}.pt" for r in range(world_size)} | {f"group-{g}.pt" for g in range(models)}
+
+
+def _damage(run: Path, entry: dict, files: set[str] | None = None) -> str | None:
+    """Why the checkpoint `entry` cannot be used (a file `load` opens that it records no digest for,
+    its first file that is missing or fails its sha256), or None when every file it lists matches.
+    `files`: the names the ranks load (None: only an empty record is refused)."""
     d = _dir(run, entry["step"])
+    unvouched = sorted((files or set()) - entry["sha256"].keys())
+    if not entry["sha256"] or unvouched:   # a digest map that does not cover a file vouches for nothing in it
+        where = d / unvouched[0] if unvouched else d
+        return (f"{where}: {run / 'checkpoint' / 'latest.json'} records no sha256 for it (expected one for each "
+                f"file the ranks load: {', '.join(sorted(files)) if files else 'at least one'})")
     for name, digest in sorted(entry["sha256"].items()):
         try:
             found = _sha256(d / name)
@@ -84,9 +105,15 @@ def _damage(run: Path, entry: dict) -> str | None:
     return None
 
 
-def latest(run: Path, run_id: str) -> int | None:
+#: (run folder, step) of the checkpoints `latest` found damaged in this process: the next `save`
+#: (by the same rank 0) keeps the good one it resumed from as the fallback, never these
+_FAILED: set[tuple[str, int]] = set()
+
+
+def latest(run: Path, run_id: str, files: set[str] | None = None) -> int | None:
     """The step of the newest checkpoint of this run whose files all match their recorded sha256
-    (one line on stderr for each newer one that does not), or None if there is none."""
+    (one line on stderr for each newer one that does not), or None if there is none. `files`: the
+    names every rank will load (`loaded_files`); an entry without a digest for one is not used."""
     entries = _index(run, run_id)
     if entries is None:
         return None
@@ -96,13 +123,14 @@ def latest(run: Path, run_id: str) -> int | None:
             print(f"codist: {run / 'checkpoint' / 'latest.json'}: written without file digests (an older codist); "
                   f"step {entry['step']} resumed unverified", file=sys.stderr, flush=True)
             return entry["step"]
-        why = _damage(run, entry)
+        why = _damage(run, entry, files)
         if why is None:
             if failed:
                 print(f"codist: {_failures(failed)}; resuming from the checkpoint at step {entry['step']}",
                       file=sys.stderr, flush=True)
             return entry["step"]
         failed.append((entry["step"], why))
+        _FAILED.add((str(run), entry["step"]))
     raise CheckpointError(f"{_failures(failed)}; no good checkpoint is left: delete {run / 'checkpoint'} "
                           f"to start over")
 
@@ -130,14 +158,14 @@ def restore_rng(state: dict, device: torch.device) -> None:
 NONE, FAILED = -1, -2   # what rank 0 broadcasts when there is no checkpoint, or none it can use
 
 
-def agreed_step(run: Path, run_id: str, rank: int, meter, device) -> int | None:
+def agreed_step(run: Path, run_id: str, rank: int, meter, device, files: set[str] | None = None) -> int | None:
     """The step every rank resumes from: rank 0 reads latest.json and checks the files' digests
-    (`latest`) and broadcasts it
+    (`latest`; `files`: what the ranks will load, `loaded_files`) and broadcasts it
     (category control, on the run's `device`); None when there is no checkpoint."""
     error, step = None, NONE
     if rank == 0:
         try:
-            found = latest(run, run_id)
+            found = latest(run, run_id, files)
             step = NONE if found is None else found
         except CheckpointError as e:
             error, step = e, FAILED
@@ -176,10 +204,12 @@ def save(run: Path, step: int, run_id: str, rank: int, group_state: dict | None,
                 raise CheckpointError(f"{part}: the digests of a rank's checkpoint files cannot be read ({e}); "
                                       f"latest.json still names the checkpoint before") from None
         try:
-            older = [e for e in _index(run, run_id) or [] if e["step"] < step and e["sha256"] is not None]
+            older = [e for e in _index(run, run_id) or [] if e["step"] < step and e["sha256"] is not None
+                     and (str(run), e["step"]) not in _FAILED]   # a fallback known to fail is none
         except CheckpointError:
             older = []
         kept = [{"step": step, "sha256": written}] + older[:KEEP - 1]
+        _FAILED.discard((str(run), step))   # this step's files are new
         check(run / "checkpoint" / "latest.json")
         atomic_write_json(run / "checkpoint" / "latest.json", {"step": step, "run_id": run_id, "checkpoints": kept})
         for old in (run / "checkpoint").glob("step-*"):   # keep only the indexed ones

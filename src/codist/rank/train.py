@@ -273,7 +273,8 @@ def resume(run: Run) -> None:
     log from those rows (Snakemake may have deleted it) and writes the manifest."""
     cfg, topo, out = run.cfg, run.topo, run.out
     run_id = cfg.run_id()
-    start = checkpoint.agreed_step(out, run_id, topo.rank, run.meter, run.device)   # rank 0's, broadcast
+    start = checkpoint.agreed_step(out, run_id, topo.rank, run.meter, run.device,   # rank 0's, broadcast
+                                   checkpoint.loaded_files(topo.world_size, topo.models))
     if start is not None:
         t_load = time.perf_counter()
         group_state, rank_state = checkpoint.load(out, start, run_id, topo.rank, topo.model_index)
