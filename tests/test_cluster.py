@@ -248,3 +248,34 @@ def test_rendezvous_ports_lie_outside_the_ephemeral_range():
         ranges.append((32768, 60999))   # Linux's default
     for lo, hi in ranges:
         assert ours.stop - 1 < lo or ours.start > hi, (ours, lo, hi)
+
+
+def test_the_lm_data_job_of_the_full_plan_gets_a_cpu_partition_its_threads_and_its_corpus_size(tmp_path):
+    """Issue 51 (G1): under the slurm profile the lm_data job got the profile's defaults (1 CPU under
+    threads: 8, 8,000 MB, 60 min, partition gpu). Now, as Snakemake resolves it for an LM run of the
+    full plan: cpus_per_task = its threads, the profile's CPU partition, memory and time limit
+    from its corpus (a 5 GB .wet.gz shard under the data root: 15 GB of text)."""
+    sys.path.insert(0, str(ROOT / "workflows"))
+    from experiments import load_plan
+    from codist.workloads.lm_data import prepare_resources
+    root = tmp_path / "data"
+    plan = load_plan(ROOT / "replications", "full", str(root))
+    rid, cfg = next((r, c) for r, c in sorted(plan.configs.items())
+                    if c.workload.name == "lm" and c.workload.dataset == "text")
+    (root / cfg.workload.data_dir).mkdir(parents=True)
+    with open(root / cfg.workload.data_dir / "CC-MAIN-0.warc.wet.gz", "wb") as f:
+        f.truncate(5_000_000_000)   # sparse: only its size is read
+    out = subprocess.run([SNAKEMAKE, "--profile", "env/profiles/slurm", "-n", "-s", "Snakefile", "--directory",
+                          str(tmp_path / "work"), "--config", "scale=full", f"data_root={root}", "--",
+                          f"results/full/lm_data/{rid}.done"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    job = (out.stdout + out.stderr).split("rule lm_data:", 1)[1].split("Shell command", 1)[0]
+    threads = int(job.split("threads: ", 1)[1].split()[0])
+    res = dict(kv.split("=", 1) for kv in job.split("resources: ", 1)[1].splitlines()[0].split(", "))
+    assert int(res["cpus_per_task"]) >= threads == 8
+    assert res["slurm_partition"] == "cpu"
+    want = prepare_resources(cfg)
+    assert (int(res["mem_mb"]), int(res["runtime"])) == (want["mem_mb"], want["runtime"])
+    assert want["runtime"] > 3 * 60 and want["mem_mb"] > 8000   # not the profile's defaults
+    assert sbatch_line({k: int(res[k]) for k in ("mem_mb", "runtime", "cpus_per_task")}, res["slurm_partition"]) == \
+        ["-p", "cpu", "-t", res["runtime"], "--mem", res["mem_mb"], "--ntasks=1", "--cpus-per-task=8"]

@@ -147,6 +147,12 @@ class Plan:
         res.setdefault("gres", "")
         return res
 
+    def data_resources(self, run_id: str) -> dict:
+        """The memory and time limit of the job that prepares a run's LM text (the lm_data rule),
+        from the corpus it tokenises (codist.workloads.lm_data.prepare_resources)."""
+        from codist.workloads.lm_data import prepare_resources
+        return prepare_resources(self.config(run_id))
+
     def figure(self, paper: str, figure: str) -> Figure:
         return self.figures[(paper, figure)]
 

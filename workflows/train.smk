@@ -36,6 +36,13 @@ rule lm_data:
     params:
         python=PYTHON,
     threads: 8   # SentencePiece's training threads (lm_data.SPM_SETTINGS); capped at the cores given
+    resources:
+        # a SLURM job's CPUs are its cpus_per_task (the slurm profile's default, 1, would override
+        # the threads); memory and time limit from the corpus; the partition is the profile's
+        # (set-resources lm_data: slurm_partition), a CPU one: nothing here uses a GPU
+        cpus_per_task=lambda wc, threads: threads,
+        mem_mb=lambda wc: PLAN.data_resources(wc.run_id)["mem_mb"],
+        runtime=lambda wc: PLAN.data_resources(wc.run_id)["runtime"],
     conda: CONDA_ENV
     shell:
         "{params.python:q} -m codist.cli data prepare --config {input.config:q} > {log:q} 2>&1"

@@ -32,6 +32,7 @@ import bisect
 import gzip
 import hashlib
 import io
+import math
 import os
 import re
 import warnings
@@ -507,6 +508,98 @@ def _atomic_write_bytes(path: Path, data: bytes) -> None:
 # =============================================================================== text corpus
 
 
+#: characters of paragraphs tokenised at a time into the token cache: the build holds one such
+#: chunk's ids (SentencePiece returns Python lists, ~40 bytes a token), never the corpus
+ENCODE_CHUNK_CHARS = 1 << 20
+
+
+def _npy_header(dtype, n: int) -> bytes:
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+                                               "fortran_order": False, "shape": (n,)})
+    return buf.getvalue()
+
+
+def write_npy_stream(path: str | os.PathLike, chunks: Iterable[np.ndarray], dtype) -> int:
+    """Write the concatenation of `chunks` to the .npy file `path` as they come, holding one chunk
+    at a time (the whole corpus in memory, at ~10 bytes a token, capped what one job could
+    tokenise); returns its length. The header is written for length 0 and rewritten at the end, in
+    place: numpy pads a header with room for the longest length (np.lib.format's
+    GROWTH_AXIS_MAX_DIGITS), and the rewrite is checked to be the same size."""
+    first = _npy_header(dtype, 0)
+    n = 0
+    with open(path, "wb") as f:
+        f.write(first)
+        for chunk in chunks:
+            np.asarray(chunk).astype(dtype, copy=False).tofile(f)
+            n += len(chunk)
+        last = _npy_header(dtype, n)
+        if len(last) != len(first):   # (a numpy without that padding: the data would have to move)
+            raise RuntimeError(f"{path}: the .npy header for {n} tokens is {len(last)} bytes, not {len(first)}")
+        f.seek(0)
+        f.write(last)
+    return n
+
+
+
+# ------------------------------------------------------------------ the preparing job's resources
+# What a SLURM job of `codist data prepare` (the workflow's lm_data rule) asks for, from what is known
+# of the corpus before reading it: the shards' sizes. Rates measured on this repository's 2-core
+# machine (synthetic text, a 1,000-piece model): SentencePiece encodes ~3 MB of text a second, and
+# its training takes ~3 s and peaks at ~20 bytes a byte of its training text (4 and 16 MB measured);
+# the token cache is written as it is encoded (write_npy_stream), so only the training's memory grows
+# with the corpus, and it reads at most SPM_SETTINGS["input_sentence_size"] paragraphs.
+
+#: text bytes per stored byte of a .gz shard (Common Crawl's WET files: ~3)
+GZIP_TEXT_RATIO = 3
+#: text bytes per token where the shards are not there to measure: SentencePiece on English text,
+#: ~4 (Anil's 24,006 word-pieces); the bytes tokenizer, 1
+TEXT_BYTES_PER_TOKEN = {"sentencepiece": 4, "bytes": 1}
+#: SentencePiece's training: peak memory per byte of its training text (measured: ~20)
+SPM_MEMORY_PER_TEXT_BYTE = 24
+#: the most text SentencePiece trains on: input_sentence_size paragraphs of ~500 bytes (assumed: a
+#: Common Crawl paragraph is a line of a page's text)
+SPM_MAX_TEXT_BYTES = SPM_SETTINGS["input_sentence_size"] * 500
+#: SentencePiece's training: seconds per MB of its training text (measured: ~3)
+SPM_SECONDS_PER_MB = 4
+#: text encoded a second (measured: ~3 MB)
+ENCODE_BYTES_PER_S = 2_000_000
+#: memory and minutes beside those: the interpreter, torch and numpy, one chunk's ids; start-up,
+#: listing and hashing the shards, the unigram counts
+BASE_MEM_MB, BASE_MINUTES = 4000, 30
+
+
+def corpus_text_bytes(data_dir: str | os.PathLike) -> int | None:
+    """The text the shards under `data_dir` hold, from their sizes alone (a .gz shard's size x
+    GZIP_TEXT_RATIO); None where there are none to see (the data root not given, or not here)."""
+    try:
+        shards = find_shards(data_dir)
+    except FileNotFoundError:
+        return None
+    return sum(p.stat().st_size * (GZIP_TEXT_RATIO if p.suffix == ".gz" else 1) for p in shards)
+
+
+def prepare_resources(cfg) -> dict:
+    """{"mem_mb", "runtime"} (minutes) of the job that prepares an LM's text for run config `cfg`:
+    from the corpus's size where the data root shows its shards, else from the text the run reads
+    (train.steps x the global batch x workload.seq_len tokens, which a corpus it never repeats holds)."""
+    from ..config import ConfigError
+    from ..data_root import workload_with_data
+    w = cfg.workload
+    try:
+        text = corpus_text_bytes(workload_with_data(cfg).data_dir)
+    except ConfigError:   # a relative data_dir and no data root (a dry run elsewhere)
+        text = None
+    if text is None:
+        tokens = cfg.train.steps * cfg.train.batch_per_rank * cfg.parallel.world_size * w.seq_len
+        text = tokens * TEXT_BYTES_PER_TOKEN[w.tokenizer]
+    trains_spm = w.tokenizer == "sentencepiece" and not w.tokenizer_model
+    spm_text = min(text, SPM_MAX_TEXT_BYTES) if trains_spm else 0
+    seconds = spm_text / 1e6 * SPM_SECONDS_PER_MB + text / ENCODE_BYTES_PER_S
+    return {"mem_mb": BASE_MEM_MB + -(-spm_text * SPM_MEMORY_PER_TEXT_BYTE // 1_000_000),
+            "runtime": BASE_MINUTES + math.ceil(seconds / 60)}
+
+
 class TextCorpus:
     """The tokenised shards of a `dataset: text` config.
 
@@ -576,11 +669,9 @@ class TextCorpus:
         path = self.cache_dir / f"tokens-{key}.npy"
         with file_lock(self.cache_dir / f"{path.name}.lock"):
             if not path.is_file():
-                parts = [self._encode_shard(s) for s in self.shards]
                 dtype = np.uint16 if self.tokenizer.vocab_size <= 1 << 16 else np.int32
-                tokens = np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
                 tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp.npy")
-                np.save(tmp, tokens)
+                write_npy_stream(tmp, (c for s in self.shards for c in self._encode_chunks(s)), dtype)
                 os.replace(tmp, path)
         try:
             tokens = np.load(path, mmap_mode="r")
@@ -591,16 +682,18 @@ class TextCorpus:
                              f"{tokens.shape}; delete it to rebuild")
         return tokens
 
-    def _encode_shard(self, shard: Path, chunk: int = 10000) -> np.ndarray:
-        parts, buf = [], []
+    def _encode_chunks(self, shard: Path) -> Iterator[np.ndarray]:
+        """One shard's tokens, ENCODE_CHUNK_CHARS characters of paragraphs at a time."""
+        buf, size = [], 0
         for p in read_paragraphs(shard):
             buf.append(p)
-            if len(buf) == chunk:
-                parts.append(self.tokenizer.encode_paragraphs(buf))
-                buf = []
+            size += len(p)
+            if size >= ENCODE_CHUNK_CHARS:
+                yield self.tokenizer.encode_paragraphs(buf)
+                buf, size = [], 0
                 heartbeat.progress()
-        parts.append(self.tokenizer.encode_paragraphs(buf))
-        return np.concatenate(parts)
+        if buf:
+            yield self.tokenizer.encode_paragraphs(buf)
 
     def val_tensors(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Validation sequences: consecutive windows of val_seq_len + 1 tokens of the held-out text,
