@@ -7,6 +7,7 @@ import json
 import os
 import socket
 import traceback
+from pathlib import Path
 
 import pytest
 import torch
@@ -337,3 +338,15 @@ def test_a_latest_json_that_is_a_folder_is_one_line(tmp_path):
         checkpoint.latest(tmp_path, RID)
     assert str(e.value) == (f"{index}: unreadable checkpoint index (Is a directory; expected a JSON file); "
                             f"delete {index.parent} to start over")
+
+
+def test_a_save_holds_three_checkpoints_on_disk_at_its_peak(tmp_path):
+    """docs/usage.md: 'the disk holds three checkpoints at the peak': the new one is whole before the
+    index moves to it and the oldest of the two kept goes."""
+    for step in (2, 4):
+        _save(tmp_path, step, 0, {"group": 0, "w": torch.zeros(2)}, [])
+    seen = []
+    checkpoint.save(tmp_path, 6, RID, 0, {"group": 0, "w": torch.zeros(2)}, {}, barrier=lambda: None,
+                    check=lambda path: seen.append(len(list((tmp_path / "checkpoint").glob("step-*")))))
+    assert max(seen) == 3 and len(list((tmp_path / "checkpoint").glob("step-*"))) == 2
+    assert "three checkpoints at the peak" in (Path(__file__).parents[1] / "docs" / "usage.md").read_text()
