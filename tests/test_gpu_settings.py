@@ -19,6 +19,10 @@ from torch_backends import restore_backends  # noqa: F401  (a fixture)
 ROOT = Path(__file__).resolve().parents[1]
 
 
+#: what backend_settings says of a process not asked for deterministic kernels
+NOT_DETERMINISTIC = {"deterministic_algorithms": False, "cublas_workspace_config": None}
+
+
 def tiny(**train) -> config.RunConfig:
     return config.validate(deep_update(TINY, {"train": train}))
 
@@ -42,15 +46,44 @@ def test_tf32_is_set_on_a_cuda_device_only(restore_backends):
     cpu_defaults = backend_settings()
     configure_backends(torch.device("cpu"), tf32=True)
     assert backend_settings() == cpu_defaults == {"float32_matmul_precision": "highest", "cudnn_allow_tf32": True,
-                                                  "cudnn_benchmark": False}
+                                                  "cudnn_benchmark": False, **NOT_DETERMINISTIC}
     configure_backends(torch.device("cuda", 0), tf32=True)
     assert backend_settings() == {"float32_matmul_precision": "high", "cudnn_allow_tf32": True,
-                                  "cudnn_benchmark": True}
+                                  "cudnn_benchmark": True, **NOT_DETERMINISTIC}
     assert torch.backends.cuda.matmul.fp32_precision == "tf32"   # what cuBLAS's fp32 matmuls read
     configure_backends(torch.device("cuda", 0), tf32=False)
     assert backend_settings() == {"float32_matmul_precision": "highest", "cudnn_allow_tf32": False,
-                                  "cudnn_benchmark": True}
+                                  "cudnn_benchmark": True, **NOT_DETERMINISTIC}
     assert torch.backends.cuda.matmul.fp32_precision == "ieee"
+
+
+def test_deterministic_mode_sets_torch_cudnn_and_cublas_on_any_device(restore_backends, monkeypatch):
+    """train.deterministic (issue 51): deterministic kernels, no cuDNN autotuning (a GPU run's default
+    otherwise) and cuBLAS's deterministic workspace; off by default; part of the run id only when on."""
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    assert tiny().train.deterministic is False
+    assert tiny(deterministic=False).run_id() == tiny().run_id() != tiny(deterministic=True).run_id()
+    configure_backends(torch.device("cuda", 0), tf32=True, deterministic=True)
+    assert backend_settings() == {"float32_matmul_precision": "high", "cudnn_allow_tf32": True,
+                                  "cudnn_benchmark": False, "deterministic_algorithms": True,
+                                  "cublas_workspace_config": ":4096:8"}
+    assert torch.backends.cudnn.deterministic is True
+    with pytest.raises(config.ConfigError, match="train.deterministic"):
+        config.validate(deep_update(TINY, {"train": {"deterministic": "yes please"}}))
+
+
+def test_a_deterministic_run_applies_it_in_its_rank(tmp_path):
+    """A real CPU run (its rank a process of its own) with train.deterministic: its manifest records
+    what the rank's torch says once set up, and two runs give the same rows."""
+    rows = []
+    for name in ("a", "b"):
+        run = launch_run(tmp_path / name, {"train": {"deterministic": True}})
+        math = json.loads((run / "manifest.json").read_text())["math"]
+        assert math["deterministic_algorithms"] is True and math["cublas_workspace_config"] == ":4096:8"
+        assert math["cudnn_benchmark"] is False
+        rows.append([{k: v for k, v in json.loads(line).items() if k != "wall_s"}
+                     for line in (run / "metrics.jsonl").read_text().splitlines()])
+    assert rows[0] == rows[1] and rows[0]
 
 
 def test_deepspeed_reads_every_timer_off():
@@ -75,7 +108,7 @@ def test_the_manifest_records_tf32_and_the_engine_config(tmp_path):
     assert manifest["deepspeed_config"]["wall_clock_breakdown"] is False
     # a CPU run leaves the math backends as torch starts them
     assert manifest["math"] == {"float32_matmul_precision": "highest", "cudnn_allow_tf32": True,
-                                "cudnn_benchmark": False}
+                                "cudnn_benchmark": False, **NOT_DETERMINISTIC}
 
 
 # --------------------------------------------------------------------------- which GPU a rank uses

@@ -136,6 +136,9 @@ class TrainConfig(_Section):
                           "not part of the run id")
     tf32: bool = Field(True, description="on a GPU, fp32 matmuls and convolutions in TF32 (Ampere and newer: "
                        "10-bit mantissa products, fp32 sums; codist.rank.cuda_defaults); no effect on CPU")
+    deterministic: bool = Field(False, description="deterministic kernels (torch.use_deterministic_algorithms, "
+                                "cuDNN without autotuning, CUBLAS_WORKSPACE_CONFIG=:4096:8; codist.rank.cuda_defaults): "
+                                "reruns give the same numbers; an op without a deterministic kernel fails the run")
 
 
 #: the largest seed: codist.rank.data seeds torch generators with seed * 7919 * 1_000_003 + small terms (< 2**64)
@@ -459,7 +462,8 @@ NOT_IN_RUN_ID = ("name", "source", "launch", "train.save_model", "train.checkpoi
 
 #: keys added after run ids were published, hashed only when they differ from this value, so every
 #: run configured before them keeps its id (a bf16 run gets a new one)
-IN_RUN_ID_UNLESS = {"train.precision": "fp32", "train.tf32": True, "train.eval_size": 0}
+IN_RUN_ID_UNLESS = {"train.precision": "fp32", "train.tf32": True, "train.eval_size": 0,
+                    "train.deterministic": False}
 
 
 def run_id(cfg: RunConfig) -> str:

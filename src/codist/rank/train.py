@@ -76,7 +76,7 @@ def write_manifest(cfg, out: Path, topo, threads: int, device, resumed_from: int
         "threads_per_rank": threads,
         "device": str(device),
         "backend": torch.distributed.get_backend(),
-        "math": backend_settings(),   # TF32 and cuDNN as set (train.tf32)
+        "math": backend_settings(),   # TF32, cuDNN and determinism as set (train.tf32, train.deterministic)
         "deepspeed_config": deepspeed_config(cfg),   # what an engine of this run is built with
         "launcher": os.environ.get("CODIST_LAUNCHER", "unknown"),
         "command": sys.argv,
@@ -245,7 +245,7 @@ def set_up(args) -> Run:
     os.environ["OMP_NUM_THREADS"] = os.environ["CODIST_THREADS_PER_RANK"] = str(threads)   # its workers' too
     torch.set_num_threads(threads)
     device, backend = pick_device(cfg.launch.device)
-    configure_backends(device, cfg.train.tf32)   # cuDNN autotuning and TF32 on a GPU
+    configure_backends(device, cfg.train.tf32, cfg.train.deterministic)   # cuDNN, TF32; train.deterministic
     check_world_size(cfg)
     guard = RunGuard(out)   # before anything is written: the directory this run writes into
     stop = StopFlag()
