@@ -31,8 +31,11 @@ Verdict (docs/claims.md, "Claims"), in this order:
      noise (stats.margin_needed with stats.val_set_sd; the real data set's validation size at
      full scale, regime.data_sizes, or the run's `train.eval_size` slice when smaller):
      "underpowered: ..." before anything is measured.
-  3. any failed regime check (analysis/regime.py): "not in the paper's regime: <check>
-     (<measured> vs <required>)"; no verdict is drawn from a run outside the paper's regime.
+  3. the regime checks (analysis/regime.py, one rule: shown / refuted / not established by the seeds'
+     one-sided 95% bounds; design facts read from the configs, listed apart and never counted as
+     checks): any refuted, a design fact outside its bounds included: "not in the paper's regime:
+     <check>: <measured> vs <required>"; else any not established: "regime not established: <check>:
+     <measured> vs <required>; about k more seeds would settle it"; no verdict unless every check is shown.
      Then a planned seed (of a or b) without a finite effect (its run missing, a NaN value):
      "incomplete: k of n planned seeds usable (seed ...)"; no verdict from a subset of the seeds.
   4. otherwise, with n >= 3 seeds and one-sided bounds at 95% (t(0.95, n-1); churn: a seed-level
@@ -43,7 +46,14 @@ Verdict (docs/claims.md, "Claims"), in this order:
   5. an inconclusive claim with a margin that its seeds could not resolve at 80% power given the
      measured seed-to-seed sd of the effect (at least the validation floor of 2.): "underpowered:
      ..."; a holds / does not hold keeps its one-sided error rate whatever the power, so only a
-     non-result is explained this way.
+     non-result is explained this way. Any other inconclusive says which kind (issue 48): "the
+     paper's effect (X) excluded at 95%" (`paper_effect` past one of our bounds), or "underpowered:
+     n seeds give P power for the paper's effect at the measured paired sd; N would give 80%".
+
+Every seed-based row carries `power`: the power its seeds had for the claim's `paper_effect` at the
+measured paired sd (noncentral t: stats.power) and the smallest effect (a within claim: margin) they
+resolve at 80% (stats.detectable). `regime` lists the measured checks with their state, `design` the
+design facts, `regime_checks` both as JSON (check, state, design, value, bounds, n, requirement).
 
 A claim reads its figure's declared seeds only (a figure a sequential claim extended holds more).
 A claim with `sequential: {looks: [...]}` goes through 2.-5. at each planned look in turn, on that
@@ -77,6 +87,7 @@ import pandas as pd
 import yaml
 
 from analysis import comm_identity
+from analysis import paper_effect
 from analysis import preregistration
 from analysis import regime
 from analysis import sequential
@@ -89,9 +100,9 @@ MIN_SEEDS = stats.MIN_SEEDS
 COLUMNS = ["paper", "id", "claim", "source", "basis", "comparison", "measure", "metric", "n", "effect_mean",
            "effect_sd", "interval_low", "interval_high", "method", "rule", "regime", "reached", "verdict",
            "paper_value", "per_seed", "regime_sources", "tier", "seeds", "design_commit", "design_status",
-           "changed_after_results", "sequential", "regime_cost"]
-VERDICTS = ("holds", "does not hold", "inconclusive", "not in the paper's regime", "not tested at this scale",
-            "not tested in this tier", "underpowered", "incomplete")
+           "changed_after_results", "sequential", "regime_cost", "design", "regime_checks", "paper_effect", "power"]
+VERDICTS = ("holds", "does not hold", "inconclusive", "regime not established", "not in the paper's regime",
+            "not tested at this scale", "not tested in this tier", "underpowered", "incomplete")
 
 
 class ClaimError(ValueError):
@@ -214,8 +225,9 @@ def judge(c: Claim, manifest: dict, figures: Path, scale: str, tables, seeds=Non
     """The verdict fields of one claim (the order of the module docstring) from `manifest`'s runs and
     `seeds`' rows (None: all); `look`: a sequential claim's look (bounds at its level, the power rule
     at its last look's seeds; analysis/sequential.py)."""
-    out = {"regime": "", "reached": "", "method": "", "rule": "", "n": 0, "effect_mean": math.nan,
-           "effect_sd": math.nan, "interval_low": math.nan, "interval_high": math.nan, "per_seed": ""}
+    out = {"regime": "", "design": "", "regime_checks": "", "reached": "", "method": "", "rule": "", "n": 0,
+           "effect_mean": math.nan, "effect_sd": math.nan, "interval_low": math.nan, "interval_high": math.nan,
+           "per_seed": "", "power": ""}
     if c.full_scale_only and scale != "full":
         return {**out, "verdict": f"not tested at this scale: {c.full_scale_only}"}
     neutral = MEASURES[c.measure]
@@ -230,9 +242,14 @@ def judge(c: Claim, manifest: dict, figures: Path, scale: str, tables, seeds=Non
                                       f"{n_seeds} seeds x {v_ex:g} validation examples resolve (80% power"
                                       + (f", bounds at {level:.4g}: the last look's)" if look else ")")}
     try:
-        out["regime"], failed = regime.run_checks(c, figures, tables)
+        results = regime.run_checks(c, figures, tables)
     except regime.RegimeError as e:
         raise ClaimError(str(e)) from None
+    out["regime"] = "; ".join(r.text() for r in results if not r.design)
+    out["design"] = "; ".join(r.text() for r in results if r.design)
+    out["regime_checks"] = json.dumps([{"check": r.check, "state": r.state, "design": r.design, "value": _round(r.value),
+                                        "low": _round(r.low), "high": _round(r.high), "n": r.n,
+                                        "requirement": r.requirement} for r in results]) if results else ""
     iv, per, reached = effects(c, manifest, figures, seeds)
     if look:
         iv = stats.at_confidence(iv, look.confidence)
@@ -240,10 +257,14 @@ def judge(c: Claim, manifest: dict, figures: Path, scale: str, tables, seeds=Non
     used = {s for unit in per.index for s in str(unit).split("-")}   # churn's units are pairs "0-1"
     lost = [s for s in planned if s not in used] if c.measure != "comm_ratio" else []
     out.update(n=iv.n, effect_mean=iv.mean, effect_sd=iv.sd, interval_low=iv.low, interval_high=iv.high,
-               method=iv.method, reached=reached,
+               method=iv.method, reached=reached, power=power_text(c, iv, neutral),
                per_seed="; ".join(f"{k}: {v:.4g}" if isinstance(v, float) else f"{k}: {v}" for k, v in per.items()))
-    if failed:
-        return {**out, "verdict": "not in the paper's regime: " + "; ".join(failed)}
+    refuted = [r for r in results if r.state == "refuted"]
+    unsettled = [r for r in results if r.state == "not established"]
+    if refuted:
+        return {**out, "verdict": "not in the paper's regime: " + "; ".join(r.reason() for r in refuted)}
+    if unsettled:
+        return {**out, "verdict": "regime not established: " + "; ".join(r.reason() for r in unsettled)}
     if lost:   # a verdict is drawn from every planned seed or from none: never silently from fewer
         return {**out, "verdict": f"incomplete: {len(planned) - len(lost)} of {len(planned)} planned seeds "
                                   f"usable (seed {', '.join(lost)}: a run missing or a non-finite value)"}
@@ -257,7 +278,54 @@ def judge(c: Claim, manifest: dict, figures: Path, scale: str, tables, seeds=Non
         if margin[0] < need:
             v = (f"underpowered: margin {margin[0]:g} < {need:.3g}, the least that {iv.n} seeds resolve at 80% power "
                  f"with the effect's measured sd {sd:.3g}")
+    if v == "inconclusive" and (look is None or look.last):
+        v = "inconclusive: " + inconclusive_kind(c, iv, neutral)
     return {**out, "verdict": v}
+
+
+def _round(x: float):
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(f"{x:.6g}")
+
+
+def inconclusive_kind(c: Claim, iv: stats.Interval, neutral: float) -> str:
+    """Which kind of inconclusive (issue 48): the paper's effect excluded at 95% (it lies past one of
+    our one-sided bounds: the seeds resolve it, and it is not what we measure), or underpowered for it
+    at the measured paired sd, with the power the seeds had and the seeds that would give 80%."""
+    e = c.paper_effect
+    if e is None:
+        d = stats.detectable(iv.n, iv.sd, neutral, c.at_least, c.within)
+        return (f"the paper gives no number to test against; {iv.n} seeds resolve "
+                + (f"a margin of {d:.3g}" if c.within is not None else f"an effect of {d:.3g}") + " at 80% power")
+    if (not math.isnan(iv.low) and e < iv.low) or (not math.isnan(iv.high) and e > iv.high):
+        return f"the paper's effect ({e:g}) excluded at 95% (ours [{_bound(iv.low)}, {_bound(iv.high)}])"
+    if math.isnan(iv.low) and c.measure == "speedup":
+        return f"a censored speedup has no lower bound, so it cannot hold; the paper's effect ({e:g}) is not excluded"
+    p = stats.power(iv.n, iv.sd, e, neutral, c.at_least, c.within)
+    need = stats.seeds_for_power(iv.sd, e, neutral, c.at_least, c.within)
+    return (f"underpowered: {iv.n} seeds give {p:.2f} power for the paper's effect ({e:g}) at the measured paired "
+            f"sd {iv.sd:.3g}; " + (f"{need} would give 80%" if need else "no number of seeds up to 1,000 gives 80%"))
+
+
+def _bound(x: float) -> str:
+    return "none" if math.isnan(x) else f"{x:.3g}"
+
+
+def power_text(c: Claim, iv: stats.Interval, neutral: float) -> str:
+    """The power column of a seed-based row: the power its seeds had for the paper's effect at the
+    measured paired sd (noncentral t, stats.power), and what they resolve at 80% (stats.detectable)."""
+    if c.measure == "comm_ratio" or iv.n < 2 or not (iv.sd > 0):
+        return ""
+    d = stats.detectable(iv.n, iv.sd, neutral, c.at_least, c.within)
+    resolves = (f"resolves a margin of {d:.3g}" if c.within is not None else f"resolves an effect of {d:.3g}") + \
+        f" at 80% (sd {iv.sd:.3g}, {iv.n} seeds)"
+    if c.paper_effect is None:
+        return f"the paper gives no number; {resolves}"
+    if math.isnan(iv.low) and c.measure == "speedup" and "censored" in iv.method:
+        return f"0 for the paper's {c.paper_effect:g} (a censored speedup cannot hold); {resolves}"
+    p = stats.power(iv.n, iv.sd, c.paper_effect, neutral, c.at_least, c.within)
+    need = stats.seeds_for_power(iv.sd, c.paper_effect, neutral, c.at_least, c.within)
+    return (f"{p:.2f} for the paper's {c.paper_effect:g}; 80% needs " + (f"{need} seeds" if need else "over 1,000 seeds")
+            + f"; {resolves}")
 
 
 def regime_sources(c: Claim) -> str:
@@ -287,7 +355,7 @@ def evaluate(paper_file: Path, figures: Path, scale: str, costs: Path | None = N
     return evaluate_with_state(paper_file, figures, scale, costs)[0]
 
 
-UNTESTED = ("not tested at this scale", "not in the paper's regime")
+UNTESTED = ("not tested at this scale", "not in the paper's regime", "regime not established")
 
 
 def cost_texts(costs: Path | None, paper: str) -> dict[str, str]:
@@ -323,7 +391,7 @@ def evaluate_with_state(paper_file: Path, figures: Path, scale: str,
     changes = preregistration.ledger(paper_file.resolve().parent.parent).get(spec.paper, [])
     rows, state = [], []
     for c in spec.claims:
-        c = c.at(scale)
+        c = c.at(scale).model_copy(update={"paper_effect": paper_effect.of(c, spec)})   # the power column's effect
         rec = history.get(c.id)
         where = f"{paper_file}: claim {c.id!r}"
         runs = figures / f"{c.figure}_runs.json"
@@ -354,6 +422,7 @@ def evaluate_with_state(paper_file: Path, figures: Path, scale: str,
         rows.append({"paper": spec.paper, "id": c.id, "claim": c.claim, "source": c.source, "basis": c.basis,
                      "comparison": comparison, "measure": c.measure,
                      "metric": c.metric or (manifest.get("panels") or [""])[0], "paper_value": c.paper,
+                     "paper_effect": c.paper_effect if c.paper_effect is not None else math.nan,
                      "regime_sources": regime_sources(c), "tier": tier if tested else "",
                      "seeds": seeds_text(manifest) if tested else "",
                      "design_commit": rec.design_commit[:9] if rec else "",
@@ -433,12 +502,17 @@ def ours_text(r) -> str:
 
 
 def regime_status(r) -> str:
-    """'k of m checks pass' from the regime column, '' where no check ran."""
-    checks = [c for c in str(r["regime"]).split("; ") if c.endswith((" pass", " FAIL"))] if isinstance(r["regime"], str) else []
+    """'k of m regime checks shown' (and the design facts) from the regime_checks column, '' where no
+    check ran."""
+    text = r.get("regime_checks")
+    checks = json.loads(text) if isinstance(text, str) and text else []
     if not checks:
         return ""
-    passed = sum(c.endswith(" pass") for c in checks)
-    return f"{passed} of {len(checks)} regime checks pass"
+    measured = [c for c in checks if not c["design"]]
+    design = len(checks) - len(measured)
+    shown = sum(c["state"] == "shown" for c in measured)
+    return (f"{shown} of {len(measured)} regime checks shown" if measured else "no measured regime check") + \
+        (f", {design} design fact{'s' if design != 1 else ''}" if design else "")
 
 
 def verdict_text(r) -> str:
@@ -481,7 +555,8 @@ def details_section(df: pd.DataFrame) -> str:
         out.append(f'<a id="{anchor(r)}"></a>\n\n### {r["paper"]} `{r["id"]}`\n')
         fields = [("claim", r["claim"]), ("source", r["source"]), ("paper", r["paper_value"]),
                   ("compares", f"{r['comparison']} ({r['measure']}" + (f" of {_cell(r['metric'])}" if _cell(r["metric"]) else "") + f", {r['basis']})"),
-                  ("verdict", r["verdict"]), ("regime checks", r["regime"]), ("effect", ours_text(r)),
+                  ("verdict", r["verdict"]), ("regime checks", r["regime"]), ("design", r.get("design")),
+                  ("effect", ours_text(r)), ("power", r.get("power")),
                   ("seeds", r["n"]), ("seed lists", r.get("seeds")),
                   ("sequential design", r.get("sequential")), ("tier", r.get("tier")),
                   ("design fixed at", f"{_cell(r.get('design_commit'))}: {_cell(r.get('design_status'))}"),
@@ -499,7 +574,8 @@ def markdown(df: pd.DataFrame, heading: str) -> str:
     summary = ", ".join(f"{counts.get(k, 0)} {k}" for k in VERDICTS)
     return (f"# {heading}\n\n{len(df)} claims: {summary}. {chance_line(df)} Effect: positive = as the paper claims; "
             f"ours = mean [lower, upper] one-sided 95% bounds over seeds (the two-sided 90% t interval; churn: a "
-            f"seed-level jackknife); a verdict is drawn only when every regime check passes; rules: "
+            f"seed-level jackknife); a verdict is drawn only when every regime check is shown (the seeds' one-sided 95% "
+            f"bound inside its threshold; design facts are listed apart, never counted); rules: "
             f"analysis/claims.py and docs/claims.md ('Claims'). Reasons, regime checks, methods and seeds: the details "
             f"below.\n\n" + compact_table(df, details="") + details_section(df) + sources_section(df))
 

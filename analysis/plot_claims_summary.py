@@ -4,12 +4,10 @@ One row per claim, grouped by paper: the claim, then a small axis of its own (ea
 own measure and unit) with ours as the mean and its one-sided 95% bounds (the two-sided 90% t
 interval; a censored speedup has only its upper bound; a byte identity is exact), the neutral
 value (no effect), the claim's threshold (`at_least`, or the `within` band), and the paper's
-value as a red diamond where the experiments file gives it as a number on the claim's scale:
-  - from the figure's table rows at the paper's own scale (the full-scale series of the claim,
-    Claim.at("full")), computed as ours is (e.g. Sun CIFAR-10: 1 - 8.43% minus 1 - 10.3%);
-  - a speedup the paper states as a number ("1.36x", "up to 2.24x", "27k / ~10k = 2.7x").
-Otherwise the paper's words are printed beside the claim and nothing is drawn. Right: the
-verdict and the regime status (how many pre-registered checks passed).
+value as a red diamond where the experiments file gives it as a number on the claim's scale
+(analysis/paper_effect.py: a claim's `paper_effect`, its figure's table rows at the paper's own
+scale, or a speedup the paper states as a number). Otherwise the paper's words are printed beside the claim and nothing is drawn. Right: the
+verdict and the regime status (how many pre-registered checks are shown, and the design facts).
 
     python analysis/plot_claims_summary.py --claims results/embedded/claims.csv --out results/embedded/claims.png
     python analysis/plot_claims_summary.py --claims results/embedded/claims.csv --readme README.md
@@ -21,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 import sys
 import textwrap
 from pathlib import Path
@@ -34,50 +31,21 @@ import pandas as pd  # noqa: E402
 import yaml  # noqa: E402
 
 from analysis.claims import MEASURE_UNITS, compact_table, regime_status, verdict_kind  # noqa: E402
-from analysis.figure_data import REPLICATIONS, higher_is_better, save_png  # noqa: E402
+from analysis.paper_effect import of as paper_effect_of  # noqa: E402
+from analysis.figure_data import REPLICATIONS, save_png  # noqa: E402
 from analysis.schema import MEASURES, parse  # noqa: E402
 
 COLORS = {"holds": "tab:green", "does not hold": "tab:red", "inconclusive": "tab:orange",
-          "not in the paper's regime": "tab:purple", "not tested at this scale": "tab:grey",
+          "not in the paper's regime": "tab:purple", "regime not established": "tab:pink", "not tested at this scale": "tab:grey",
           "not tested in this tier": "silver", "underpowered": "tab:brown", "incomplete": "black"}
 UNITS = {**MEASURE_UNITS, "comm_ratio": "bytes ratio (x, exact; log axis)"}
-SPEEDUP_TEXT = re.compile(r"^(?:up to |.*= )?~?(\d+(?:\.\d+)?)x$")
 ROW_IN = 0.42   # inches per claim row
 
 
-def row_value(row: dict, metric: str):
-    """A table row's paper number for `metric` (val_accuracy from an error_pct), or None."""
-    if row.get(metric) is not None:
-        return float(row[metric])
-    if metric == "val_accuracy" and row.get("error_pct") is not None:
-        return 1 - float(row["error_pct"]) / 100
-    return None
-
-
 def paper_effect(claim, spec) -> float | None:
-    """The paper's effect on the claim's own scale, where the experiments file gives it as numbers
-    (module docstring); None otherwise."""
-    if claim.measure == "speedup":
-        m = SPEEDUP_TEXT.match(claim.paper.strip())
-        return float(m.group(1)) if m else None
-    if claim.measure not in ("final", "churn") or claim.a2:
-        return None
-    c = claim.at("full")
-    fig = spec.figures[c.figure]
-    models = fig.models or {}
-    metric = "churn" if c.measure == "churn" else (c.metric or (fig.panels or [None])[0])
-
-    def value(series, model):
-        model = model or models.get(series, "0")
-        rows = [r.model_dump() for r in fig.rows or [] if r.series == series and r.model == model]
-        return row_value(rows[0], metric) if rows else None
-
-    a, b = value(c.a, c.a_model), value(c.b, c.b_model)
-    if a is None or b is None or metric is None:
-        return None
-    if c.measure == "churn":
-        return b - a
-    return (a - b) * (1.0 if higher_is_better(metric) else -1.0)
+    """The paper's effect on the claim's own scale (analysis/paper_effect.py); None where the paper
+    gives no number."""
+    return paper_effect_of(claim, spec)
 
 
 def load_specs(replications: Path, papers) -> dict:

@@ -1,88 +1,117 @@
 """Regime checks: the preconditions under which a paper's mechanism acts, declared per claim in
 replications/<paper>/experiments.yaml (`regime:`, analysis/schema.py) before the runs, measured
-here from the runs' curves and configs.
+here from the runs' curves and configs. Every quantity is one registered function below (QUANTITIES,
+each with its doc); every check goes through one rule (`evaluate`).
 
-Quantities (curves: mean over seeds; "oriented": positive = better in the metric's direction):
-  value            the metric at `step`, or at the end of exchange `round` (round x the series'
-                   period), default the last evaluation
-  last_gain        oriented improvement of the mean curve over the last `fraction` of the run
-                   (a plateaued baseline gains far less than the claimed effect)
-  gain_over        oriented improvement over the last `steps` updates (how far a teacher read
-                   `steps` ago lags the student)
-  exchange_lag     the largest oriented improvement of the mean curve over one exchange period k,
-                   from each exchange time (burn_in + j k) to the next, over the whole run: how
-                   far the stalest teacher lags (worst right after burn-in, not in the last steps)
-  critical_ratio   sync SGD's steps to `target` at batch b (`b`) over those at 2b (`series`: two
-                   workers' batches folded into one rank's), mean over seeds: 2 = perfect scaling,
-                   1 = saturated (doubling gains nothing; at McCandlish et al.'s B_crit a doubling
-                   still gains 1.33x, so a bound near 1 tests saturation, not B_crit)
-  difference       oriented final(series) - final(b)
-  speedup          mean over seeds of b's steps / series' steps to reach `target` (interpolated)
-  train_val_gap    final val_loss - train_loss (task loss): > 0 when the model overfits
-  epochs           passes of one model over its own training data (the embedded LM's generator
-                   never repeats a document: 0; real data sets, Common Crawl's text included:
-                   their true sizes, DATA_SETS, never the embedded generator's)
-  round_epochs     passes over a model's own data between two exchanges (tau or k)
-  rounds           exchanges in the run
-  period_fraction  exchange period / run length
-  lr_wd_sum        sum over updates of lr x weight decay (how much L2 acts)
+Two kinds of quantity:
+  design    read from a run's config (rounds, exchange period, epochs, the label-noise floor): a fact
+            the configuration fixes before anything runs. The plan refuses a design fact outside its
+            bounds (workflows/experiments.py, `snakemake -n`), and a claims row lists it as design,
+            never as a passed check.
+  measured  one value per seed, from that seed's own curves (a difference or a speedup pairs the two
+            series on the seed).
 
-A check with `noise: true` (last_gain, gain_over, value; `over` only a value's, as a ratio) is a
-test at its seeds' noise: the quantity is measured per seed (a ratio: per seed, over the same seed's
-`over`) and the check fails only when the one-sided 95% t bound of the seeds is past the bound (a
-max: the lower bound above it; a min: the upper bound below it), so a gate cannot fail on seed noise
-alone (issue 41: Table 1's convergence check read 0.0008 on one seed set and 0.0024 on another
-against 0.001; Sun's plateau ratio 0.907 at K = 4 came from per-seed ratios 0.86, 0.86, 1.00).
+The rule (issue 48: a regime is shown, never assumed). A measured check compares the seeds' mean with
+its bound through the one-sided 95% t bounds of the seeds (stats.t_interval):
+  shown            the bound lies inside the threshold (max: upper bound <= max; min: lower bound >= min)
+  refuted          the bound lies outside it (max: lower bound > max; min: upper bound < min)
+  not established  in between: the seeds cannot tell; the claim gets no verdict, and the row says about
+                   how many more seeds would settle it at the measured sd
+A check with `over` tests a size relative to another quantity o (an effect, a plateau): per seed the
+contrast v - t |o| (|o| oriented by the sign of o's mean), whose mean is E[v] - t |E[o]|, so "v / |o| <= t"
+is shown when the contrast's upper bound is <= 0 (for min: its lower bound >= 0); the row reads the
+ratio of the means beside the contrast's bounds. A design `o` (a constant) scales the threshold.
+A claim gets a verdict only when every check is shown (analysis/claims.py).
 """
 from __future__ import annotations
 
+import inspect
 import math
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 import pandas as pd
 
 from analysis import stats
-from analysis.figure_data import finals, higher_is_better, metric_column, model_rows, series_model
+from analysis.figure_data import higher_is_better, metric_column, model_rows, series_model
 
-CONFIG_QUANTITIES = ("epochs", "round_epochs", "rounds", "period_fraction", "lr_wd_sum")
+STATES = ("design", "shown", "refuted", "not established")
+MAX_SEEDS_ASKED = 1000   # "about k more seeds": a search bound, not a plan
 
 
 class RegimeError(ValueError):
     """A regime check that cannot be measured (the message names the check)."""
 
 
-def _mean_curve(curves, series, model, metric) -> pd.Series:
-    rows = model_rows(curves, series, model).assign(_v=lambda d: metric_column(d, metric))
-    return rows.groupby("step")["_v"].mean()
+# ------------------------------------------------------------------ the registry
+
+@dataclass(frozen=True)
+class Quantity:
+    name: str
+    design: bool           # read from the config (a fact), else measured per seed
+    fn: Callable
+
+    @property
+    def doc(self) -> str:
+        return inspect.getdoc(self.fn) or ""
 
 
-def _seed_curves(curves, series, model, metric) -> dict:
-    """seed -> that seed's curve of `metric` (step-indexed)."""
-    rows = model_rows(curves, series, model).assign(_v=lambda d: metric_column(d, metric))
-    return {seed: g.set_index("step")["_v"] for seed, g in rows.groupby("seed")}
+QUANTITIES: dict[str, Quantity] = {}
 
 
-def _gain(c: pd.Series, q, metric) -> float:
-    """last_gain / gain_over of one curve (oriented: positive = better)."""
-    end = c.index.max()
-    start = end * (1 - q.fraction) if q.quantity == "last_gain" else end - q.steps
-    return _sign(metric) * (float(c.iloc[-1]) - _at(c, start))
+def _quantity(name: str, design: bool = False):
+    def add(fn):
+        QUANTITIES[name] = Quantity(name, design, fn)
+        return fn
+    return add
 
 
-def _at(curve: pd.Series, step: float) -> float:
-    return float(np.interp(step, curve.index.to_numpy(float), curve.to_numpy(float)))
+def is_design(q) -> bool:
+    """A check (or quantity) the configuration fixes: its quantity, and its `over` if any, are design."""
+    if q.quantity not in QUANTITIES:
+        raise RegimeError(f"unknown quantity {q.quantity!r}; have {sorted(QUANTITIES)}")
+    over = getattr(q, "over", None)
+    return QUANTITIES[q.quantity].design and (over is None or is_design(over))
 
 
-def _sign(metric) -> float:
-    return 1.0 if higher_is_better(metric) else -1.0
+@dataclass(frozen=True)
+class Where:
+    """What a quantity reads: its figure's manifest and curves, the series, model and metric (the
+    quantity's own, else the claim's), and the other series `b` for a difference or a speedup."""
+    manifest: dict
+    curves: pd.DataFrame
+    series: str
+    model: str
+    metric: str
+    b: str | None
+    b_model: str | None
+    q: object
+
+    def config(self, series: str | None = None) -> dict:
+        s = series or self.series
+        cfgs = self.manifest.get("configs") or {}
+        if s not in cfgs:
+            raise RegimeError(f"the figure's _runs.json has no config for series {s!r} (rerun snakemake)")
+        return cfgs[s]
+
+    def seed_curves(self, series: str | None = None, model: str | None = None) -> dict:
+        """seed -> that seed's curve of the metric (step-indexed)."""
+        rows = model_rows(self.curves, series or self.series, model or self.model)
+        rows = rows.assign(_v=metric_column(rows, self.metric))
+        return {seed: g.set_index("step")["_v"] for seed, g in rows.groupby("seed")}
 
 
-def _config(manifest: dict, series: str) -> dict:
-    cfgs = manifest.get("configs") or {}
-    if series not in cfgs:
-        raise RegimeError(f"the figure's _runs.json has no config for series {series!r} (rerun snakemake)")
-    return cfgs[series]
+def where(q, claim, tables) -> Where:
+    manifest, curves = tables(q.figure or claim.figure)
+    series = q.series or claim.a
+    b = q.b or claim.b
+    return Where(manifest, curves, series, q.model or series_model(manifest, series),
+                 q.metric or claim.metric or (manifest.get("panels") or [None])[0],
+                 b, q.b_model or (series_model(manifest, b) if b else None), q)
 
+
+# ------------------------------------------------------------------ design quantities (the config)
 
 # The real data sets' sizes (training examples, validation examples), by (workload, dataset,
 # data_dir). A full-scale config still carries the embedded generator's train_size / val_size
@@ -165,7 +194,35 @@ def _batch_per_model(cfg: dict) -> int:
     return cfg["train"]["batch_per_rank"] * p["world_size"] // p.get("models", 1)
 
 
+@_quantity("epochs", design=True)
+def epochs(cfg: dict) -> float:
+    """Passes of one model over its own training data (the embedded LM's generator never repeats a
+    document: 0; real data sets, Common Crawl's text included: their true sizes, DATA_SETS, never the
+    embedded generator's)."""
+    return cfg["train"]["steps"] * _batch_per_model(cfg) / _train_size(cfg)
+
+
+@_quantity("round_epochs", design=True)
+def round_epochs(cfg: dict) -> float:
+    """Passes over a model's own data between two exchanges (tau or k)."""
+    return _period(cfg) * _batch_per_model(cfg) / _train_size(cfg)
+
+
+@_quantity("rounds", design=True)
+def rounds(cfg: dict) -> float:
+    """Exchanges in the run: train.steps / the exchange period."""
+    return cfg["train"]["steps"] / _period(cfg)
+
+
+@_quantity("period_fraction", design=True)
+def period_fraction(cfg: dict) -> float:
+    """The exchange period as a fraction of the run's updates."""
+    return _period(cfg) / cfg["train"]["steps"]
+
+
+@_quantity("lr_wd_sum", design=True)
 def lr_wd_sum(cfg: dict) -> float:
+    """Sum over updates of lr x weight decay (how much L2 acts), under the run's schedule."""
     from codist.config import validate
     from codist.rank.optim import lr_factor, weight_decay_at
     c = validate(cfg, source="regime lr_wd_sum")
@@ -175,19 +232,103 @@ def lr_wd_sum(cfg: dict) -> float:
                      * weight_decay_at(t, c.optimizer.weight_decay, changes) for t in range(steps)))
 
 
-def config_quantity(q, cfg: dict) -> float:
-    steps = cfg["train"]["steps"]
-    if q.quantity == "epochs":
-        return steps * _batch_per_model(cfg) / _train_size(cfg)
-    if q.quantity == "round_epochs":
-        return _period(cfg) * _batch_per_model(cfg) / _train_size(cfg)
-    if q.quantity == "rounds":
-        return steps / _period(cfg)
-    if q.quantity == "period_fraction":
-        return _period(cfg) / steps
-    if q.quantity == "lr_wd_sum":
-        return lr_wd_sum(cfg)
-    raise RegimeError(f"unknown config quantity {q.quantity!r}")
+@_quantity("label_noise_floor", design=True)
+def label_noise_floor(cfg: dict) -> float:
+    """The least mean cross-entropy (nats) a model reaches on the stand-in's noisy training labels
+    without memorising the noise: the entropy of a label given its image, -(1-e) ln(1-e) - e ln(e/(K-1))
+    for symmetric noise e over K classes (embedded_images.py: a label moves to one of the K - 1 others
+    with probability e; the clean task is separable). 0 where no noise is injected (real data sets)."""
+    w = cfg["workload"]
+    if w.get("dataset", "embedded") != "embedded" or w["name"] not in ("cifar", "imagenet"):
+        return 0.0
+    if "label_noise" not in w or "classes" not in w:   # a resolved config (_runs.json, the plan) has both
+        raise RegimeError(f"label_noise_floor: workload {w['name']!r} config has no label_noise / classes")
+    e, k = float(w["label_noise"]), int(w["classes"])
+    return 0.0 if e == 0 else float(-(1 - e) * math.log(1 - e) - e * math.log(e / (k - 1)))
+
+
+def design_value(q, cfg: dict) -> float:
+    """A design quantity of one run config."""
+    if q.quantity not in QUANTITIES or not QUANTITIES[q.quantity].design:
+        raise RegimeError(f"{q.quantity!r} is not a design quantity; have "
+                          f"{sorted(n for n, d in QUANTITIES.items() if d.design)}")
+    return float(QUANTITIES[q.quantity].fn(cfg))
+
+
+# ------------------------------------------------------------------ measured quantities (per seed)
+
+def _sign(metric) -> float:
+    return 1.0 if higher_is_better(metric) else -1.0
+
+
+def _at(curve: pd.Series, step: float) -> float:
+    return float(np.interp(step, curve.index.to_numpy(float), curve.to_numpy(float)))
+
+
+def _gain(curve: pd.Series, start: float, metric) -> float:
+    return _sign(metric) * (float(curve.iloc[-1]) - _at(curve, start))
+
+
+@_quantity("value")
+def value(w: Where) -> pd.Series:
+    """The metric at `step`, or at the end of exchange `round` (round x the series' period), default
+    the last evaluation."""
+    step = w.q.round * _period(w.config()) if w.q.round is not None else w.q.step
+    return pd.Series({s: float(c.iloc[-1] if step is None else _at(c, step)) for s, c in w.seed_curves().items()})
+
+
+@_quantity("last_gain")
+def last_gain(w: Where) -> pd.Series:
+    """Oriented improvement (positive = better) over the last `fraction` of the run: a plateaued
+    curve gains little there."""
+    return pd.Series({s: _gain(c, c.index.max() * (1 - w.q.fraction), w.metric) for s, c in w.seed_curves().items()})
+
+
+@_quantity("gain_over")
+def gain_over(w: Where) -> pd.Series:
+    """Oriented improvement over the last `steps` updates (how far a curve still moves in its last
+    evaluation interval, e.g. after its last LR decay)."""
+    return pd.Series({s: _gain(c, c.index.max() - w.q.steps, w.metric) for s, c in w.seed_curves().items()})
+
+
+def exchange_lags(curve: pd.Series, cfg: dict, metric) -> np.ndarray:
+    """Oriented gain of `curve` (interpolated) from each exchange time e = burn_in + j k to e + k,
+    for every exchange whose teacher serves a full period within the run: what the other model
+    has learnt by the time its teacher (read at e) is replaced."""
+    k, steps = _period(cfg), cfg["train"]["steps"]
+    times = np.arange(int(cfg["algorithm"].get("burn_in") or 0), steps - k + 1, k, dtype=float)
+    if not len(times):
+        raise RegimeError(f"no full exchange period of {k} steps after burn-in in a run of {steps}")
+    x, y = curve.index.to_numpy(float), curve.to_numpy(float)
+    return _sign(metric) * (np.interp(times + k, x, y) - np.interp(times, x, y))
+
+
+@_quantity("exchange_lag")
+def exchange_lag(w: Where) -> pd.Series:
+    """The largest oriented improvement of a seed's curve over one exchange period k, from each
+    exchange time (burn_in + j k) to the next, over the whole run: how far the stalest teacher lags
+    (worst right after burn-in, not in the last steps)."""
+    cfg = w.config()
+    return pd.Series({s: float(exchange_lags(c, cfg, w.metric).max()) for s, c in w.seed_curves().items()})
+
+
+@_quantity("train_val_gap")
+def train_val_gap(w: Where) -> pd.Series:
+    """Final val_loss - train_loss (task loss): > 0 when the model overfits."""
+    rows = model_rows(w.curves, w.series, w.model).groupby("seed").tail(1).set_index("seed")
+    return (rows["val_loss"] - rows["train_loss"]).astype(float)
+
+
+def _finals(w: Where, series: str, model: str) -> pd.Series:
+    return pd.Series({s: float(c.iloc[-1]) for s, c in w.seed_curves(series, model).items()})
+
+
+@_quantity("difference")
+def difference(w: Where) -> pd.Series:
+    """Oriented final(series) - final(b), paired on the seed."""
+    if w.b is None:
+        raise RegimeError("difference: no series b")
+    return (_sign(w.metric) * (_finals(w, w.series, w.model) - _finals(w, w.b, w.b_model))).dropna()
 
 
 def speedups(curves, a, am, b, bm, metric, target="b_best", b_offset=0, clock="step") -> pd.DataFrame:
@@ -215,16 +356,22 @@ def speedups(curves, a, am, b, bm, metric, target="b_best", b_offset=0, clock="s
     return pd.DataFrame(out).set_index("seed")
 
 
-def exchange_lags(curve: pd.Series, cfg: dict, metric) -> np.ndarray:
-    """Oriented gain of `curve` (interpolated) from each exchange time e = burn_in + j k to e + k,
-    for every exchange whose teacher serves a full period within the run: what the other model
-    has learnt by the time its teacher (read at e) is replaced."""
-    k, steps = _period(cfg), cfg["train"]["steps"]
-    times = np.arange(int(cfg["algorithm"].get("burn_in") or 0), steps - k + 1, k, dtype=float)
-    if not len(times):
-        raise RegimeError(f"no full exchange period of {k} steps after burn-in in a run of {steps}")
-    x, y = curve.index.to_numpy(float), curve.to_numpy(float)
-    return _sign(metric) * (np.interp(times + k, x, y) - np.interp(times, x, y))
+@_quantity("speedup")
+def speedup(w: Where) -> pd.Series:
+    """Per seed: b's steps / the series' steps to reach `target` (interpolated); a seed that never
+    reaches it counts at its bound, b's steps / the series' run length (above its true ratio)."""
+    r = speedups(w.curves, w.series, w.model, w.b, w.b_model, w.metric, w.q.target)
+    return r["ratio"].fillna(r["censored_bound"])
+
+
+@_quantity("critical_ratio")
+def critical_ratio(w: Where) -> pd.Series:
+    """Sync SGD's steps to `target` at batch b (`b`) over those at 2b (`series`: two workers' batches
+    folded into one rank's), per seed: 2 = perfect scaling, 1 = saturated (doubling gains nothing; at
+    McCandlish et al.'s B_crit a doubling still gains 1.33x, so a bound near 1 tests saturation, not
+    B_crit). A censored seed counts at its bound, above its true ratio."""
+    _doubled_batch(w.config(), w.series, w.config(w.b), w.b)
+    return speedup(w)
 
 
 def _doubled_batch(c2: dict, s2: str, c1: dict, s1: str) -> None:
@@ -238,92 +385,146 @@ def _doubled_batch(c2: dict, s2: str, c1: dict, s1: str) -> None:
                           f"not twice series {s1!r}'s {_batch_per_model(c1)}")
 
 
-def measure(q, claim, figures_dir, tables) -> float:
-    """The value of one quantity `q` (schema.Quantity) for `claim`; `tables(fig)` returns
-    (manifest, curves) of a figure."""
-    fig = q.figure or claim.figure
-    manifest, curves = tables(fig)
-    series = q.series or claim.a
-    if q.quantity in CONFIG_QUANTITIES:
-        return config_quantity(q, _config(manifest, series))
-    metric = q.metric or claim.metric or (manifest.get("panels") or [None])[0]
-    model = q.model or series_model(manifest, series)
-    if q.quantity == "value":
-        c = _mean_curve(curves, series, model, metric)
-        step = q.round * _period(_config(manifest, series)) if q.round is not None else q.step
-        return float(c.iloc[-1] if step is None else _at(c, step))
-    if q.quantity in ("last_gain", "gain_over"):
-        return _gain(_mean_curve(curves, series, model, metric), q, metric)
-    if q.quantity == "exchange_lag":
-        lags = exchange_lags(_mean_curve(curves, series, model, metric), _config(manifest, series), metric)
-        return float(lags.max())
-    if q.quantity == "train_val_gap":
-        rows = model_rows(curves, series, model).groupby("seed").tail(1)
-        return float((rows["val_loss"] - rows["train_loss"]).mean())
-    b = q.b or claim.b
-    bm = q.b_model or series_model(manifest, b)
-    if q.quantity == "difference":
-        return float((_sign(metric) * (finals(curves, series, model, metric) - finals(curves, b, bm, metric))).mean())
-    if q.quantity in ("speedup", "critical_ratio"):
-        if q.quantity == "critical_ratio":
-            _doubled_batch(_config(manifest, series), series, _config(manifest, b), b)
-        r = speedups(curves, series, model, b, bm, metric, q.target)
-        return float(r["ratio"].fillna(r["censored_bound"]).mean())
-    raise RegimeError(f"unknown quantity {q.quantity!r}")
-
-
-NOISE_QUANTITIES = ("last_gain", "gain_over", "value")   # measured per seed (schema.RegimeCheck.noise)
-
+# ------------------------------------------------------------------ reading a quantity
 
 def per_seed(q, claim, tables) -> pd.Series:
-    """seed -> the quantity `q` (last_gain, gain_over or value) on that seed's own curve."""
-    if q.quantity not in NOISE_QUANTITIES:
-        raise RegimeError(f"noise: per-seed values of {q.quantity!r} are not measured {NOISE_QUANTITIES}")
-    manifest, curves = tables(q.figure or claim.figure)
-    series = q.series or claim.a
-    metric = q.metric or claim.metric or (manifest.get("panels") or [None])[0]
-    model = q.model or series_model(manifest, series)
-    seeds = _seed_curves(curves, series, model, metric)
-    if q.quantity != "value":
-        return pd.Series({s: _gain(c, q, metric) for s, c in seeds.items()})
-    step = q.round * _period(_config(manifest, series)) if q.round is not None else q.step
-    return pd.Series({s: float(c.iloc[-1] if step is None else _at(c, step)) for s, c in seeds.items()})
+    """seed -> a measured quantity `q` of `claim` (`tables(fig)` returns (manifest, curves))."""
+    if q.quantity not in QUANTITIES:
+        raise RegimeError(f"unknown quantity {q.quantity!r}; have {sorted(QUANTITIES)}")
+    if QUANTITIES[q.quantity].design:
+        raise RegimeError(f"{q.quantity!r} is read from the config, not per seed")
+    return QUANTITIES[q.quantity].fn(where(q, claim, tables)).astype(float)
 
 
-def noise_check(r, claim, tables) -> tuple[bool, str, str]:
-    """A check at its seeds' noise (module docstring): fails only when the seeds' one-sided 95% bound
-    is past the bound."""
+def design_of(q, claim, tables) -> float:
+    """A design quantity `q` of `claim`'s series, from its figure's config."""
+    return design_value(q, where(q, claim, tables).config())
+
+
+def measure(q, claim, figures_dir, tables) -> float:
+    """The value of one quantity `q` (schema.Quantity) for `claim`: a design value, or the mean over
+    seeds of a measured one (what a row reads; the check itself uses the seeds: `evaluate`)."""
+    if QUANTITIES.get(q.quantity) and QUANTITIES[q.quantity].design:
+        return design_of(q, claim, tables)
+    return float(per_seed(q, claim, tables).mean())
+
+
+# ------------------------------------------------------------------ the one check rule
+
+@dataclass(frozen=True)
+class Result:
+    """One check's outcome. `value`: the quantity (a ratio of means with `over`); `low`/`high`: the
+    one-sided 95% bounds of what is tested against the threshold (the quantity itself, or with a
+    measured `over` the contrast v - t|o|, whose threshold is 0); `state`: one of STATES."""
+    check: str
+    state: str
+    design: bool
+    value: float
+    requirement: str
+    n: int = 0
+    low: float = math.nan
+    high: float = math.nan
+    tested: str = ""       # what low/high bound ("" = the quantity itself)
+    settle: str = ""
+
+    def measured_text(self) -> str:
+        if self.design:
+            return f"{self.value:.4g}"
+        bounds = f"[{self.low:.4g}, {self.high:.4g}] over {self.n} seeds" if self.n > 1 else f"{self.n} seed(s): no bound"
+        return f"{self.value:.4g}" + (f" ({self.tested}: {bounds})" if self.tested else f" {bounds}")
+
+    def text(self) -> str:
+        """'check: measured (requirement): state' as the claims row shows it."""
+        return f"{self.check}: {self.measured_text()} ({self.requirement}): {self.state}"
+
+    def reason(self) -> str:
+        """Why a claim gets no verdict: the check, its numbers against the threshold, and for a check
+        not established how many more seeds would settle it."""
+        return (f"{self.check}: {self.measured_text()} vs {self.requirement}"
+                + (" (design)" if self.design else "") + (f"; {self.settle}" if self.settle else ""))
+
+
+def _requirement(r) -> str:
+    return " and ".join(([f">= {r.min:g}"] if r.min is not None else []) + ([f"<= {r.max:g}"] if r.max is not None else []))
+
+
+def seeds_to_settle(n: int, mean: float, sd: float) -> int | None:
+    """The least number of seeds whose one-sided 95% bound, at this mean and sd, lies on the mean's
+    side of 0 (the threshold of a contrast): what would settle a check either way. None: never (a mean
+    of exactly 0) or more than MAX_SEEDS_ASKED."""
+    if not (sd > 0) or mean == 0 or math.isnan(mean):
+        return None
+    for m in range(max(n, 2), MAX_SEEDS_ASKED + 1):
+        if stats.t_quantile(m) * sd / math.sqrt(m) < abs(mean):
+            return m
+    return None
+
+
+def _state(low: float, high: float, side: str) -> str:
+    """A bound's state for a contrast (the quantity minus its threshold): a min needs it >= 0, a max <= 0."""
+    if math.isnan(low) or math.isnan(high):
+        return "not established"
+    if side == "min":
+        return "shown" if low >= 0 else "refuted" if high < 0 else "not established"
+    return "shown" if high <= 0 else "refuted" if low > 0 else "not established"
+
+
+def evaluate(r, claim, tables) -> Result:
+    """One regime check under the module's rule."""
+    req = _requirement(r)
     try:
+        if is_design(r):
+            v = design_of(r, claim, tables)
+            if r.over is not None:
+                v = v / abs(design_of(r.over, claim, tables))
+            inside = (r.min is None or v >= r.min) and (r.max is None or v <= r.max) and not math.isnan(v)
+            return Result(r.check, "design" if inside else "refuted", True, v, req)
         v = per_seed(r, claim, tables)
-        if r.over is not None:   # a ratio per seed, over the same seed's `over`
-            v = (v / per_seed(r.over, claim, tables).abs()).dropna()
-        iv = stats.t_interval(v)
+        o = None if r.over is None else (design_of(r.over, claim, tables) if is_design(r.over)
+                                         else per_seed(r.over, claim, tables))
     except (KeyError, ValueError) as e:
         raise RegimeError(f"regime check {r.check!r}: {e}") from None
-    req = " and ".join(([f">= {r.min:g}"] if r.min is not None else []) + ([f"<= {r.max:g}"] if r.max is not None else []))
-    ok = ((r.min is None or iv.high >= r.min) and (r.max is None or iv.low <= r.max)
-          and not math.isnan(iv.low) and not math.isnan(iv.high))
-    got = f"{iv.mean:.4g} [{iv.low:.4g}, {iv.high:.4g}] over {iv.n} seeds"
-    return (ok, f"{r.check}: {got} ({req} unless the seeds' one-sided 95% bound is past it) {'pass' if ok else 'FAIL'}",
-            f"{r.check} ({got} vs {req}: past it at 95%)")
+    sides = [(side, t) for side, t in (("min", r.min), ("max", r.max)) if t is not None]
+    if isinstance(o, pd.Series):   # a measured `over`: per seed, the contrast v - t |o| against 0
+        both = pd.concat({"v": v, "o": o}, axis=1).dropna()
+        sign = 1.0 if both["o"].mean() >= 0 else -1.0
+        shown = float(both["v"].mean() / abs(both["o"].mean())) if both["o"].mean() else math.nan
+        contrast = [(side, stats.t_interval(both["v"] - t * sign * both["o"])) for side, t in sides]
+        (side, t), display = sides[0], contrast[0][1]
+        low, high, n = display.low, display.high, len(both)
+        tested = f"per seed v - {t:g} x |o|, needs {'>=' if side == 'min' else '<='} 0"
+    else:   # the quantity itself (over a constant: scaled), its bounds against the threshold
+        iv = stats.t_interval(v / (1.0 if o is None else abs(o)))
+        shown, low, high, tested, n = iv.mean, iv.low, iv.high, "", iv.n
+        contrast = [(side, stats.Interval(iv.n, iv.mean - t, iv.sd, iv.low - t, iv.high - t, iv.method))
+                    for side, t in sides]
+    states, settle = [], []
+    for side, iv in contrast:
+        states.append(_state(iv.low, iv.high, side))
+        if states[-1] == "not established":
+            m = seeds_to_settle(iv.n, iv.mean, iv.sd)
+            settle.append(f"about {m - iv.n} more seeds would settle it at the measured sd ({iv.sd:.3g})" if m
+                          else "a single seed has no bound" if iv.n < 2
+                          else "no number of seeds would settle it at the measured sd")
+    state = "refuted" if "refuted" in states else "not established" if "not established" in states else "shown"
+    return Result(r.check, state, False, shown, req, int(n), low, high, tested, "; ".join(dict.fromkeys(settle)))
 
 
-def check(r, claim, figures_dir, tables) -> tuple[bool, str, str]:
-    """(passed, "check: measured vs required", failure text) of one regime check."""
-    if r.noise:
-        return noise_check(r, claim, tables)
-    try:
-        v = measure(r, claim, figures_dir, tables)
-        if r.over is not None:   # a size relative to an effect: the effect's size, whatever its sign
-            v = v / abs(measure(r.over, claim, figures_dir, tables))
-    except (KeyError, ValueError) as e:
-        raise RegimeError(f"regime check {r.check!r}: {e}") from None
-    req = " and ".join(([f">= {r.min:g}"] if r.min is not None else []) + ([f"<= {r.max:g}"] if r.max is not None else []))
-    ok = (r.min is None or v >= r.min) and (r.max is None or v <= r.max) and not math.isnan(v)
-    return ok, f"{r.check}: {v:.4g} ({req}) {'pass' if ok else 'FAIL'}", f"{r.check} ({v:.4g} vs {req})"
+def run_checks(claim, figures_dir, tables) -> list[Result]:
+    """Every regime check of `claim`, in its declared order."""
+    return [evaluate(r, claim, tables) for r in claim.regime]
 
 
-def run_checks(claim, figures_dir, tables) -> tuple[str, list[str]]:
-    """The regime column ('; '-joined) and the failed checks' texts."""
-    results = [check(r, claim, figures_dir, tables) for r in claim.regime]
-    return "; ".join(t for _, t, _ in results), [f for ok, _, f in results if not ok]
+def design_facts(claim, config_of) -> list[tuple[str, float, bool]]:
+    """(check, value, inside its bounds) of every design fact of `claim`, from `config_of(figure, series)`
+    (the plan's resolved configs, before any run: workflows/experiments.py)."""
+    out = []
+    for r in claim.regime:
+        if not is_design(r):
+            continue
+        def val(q):
+            return design_value(q, config_of(q.figure or claim.figure, q.series or claim.a))
+
+        v = val(r) / (abs(val(r.over)) if r.over is not None else 1.0)
+        out.append((r.check, v, (r.min is None or v >= r.min) and (r.max is None or v <= r.max) and not math.isnan(v)))
+    return out

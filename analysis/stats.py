@@ -175,3 +175,48 @@ def resolvable_margin(n: int, val_examples: int, p: float = 0.5, equivalence: bo
     difference is 0, if the only noise were the validation set's (val_set_sd). Seed-to-seed
     variation only adds to it, so a margin below this is underpowered before anything runs."""
     return margin_needed(n, val_set_sd(val_examples, p, terms), equivalence)
+
+
+def power(n: int, sd: float, effect: float, neutral: float, at_least=None, within=None,
+          confidence: float = CONFIDENCE) -> float:
+    """The chance that n seeds read "holds" (decide's rule) when the true effect is `effect` and one
+    seed's effect has standard deviation `sd`, from the noncentral t: with at_least t (default the
+    neutral value), P(T > t(conf, n-1)) for T ~ nct(n-1, (effect - t) sqrt(n) / sd); with within w
+    (two one-sided tests around the neutral value), P(T1 > q) + P(T2 > q) - 1, the usual bound for
+    TOST (T1, T2 the tests at each edge, which share the seeds' sd). NaN without a spread."""
+    if n < 2 or not (sd > 0) or math.isnan(effect):
+        return math.nan
+    q, df, se = t_quantile(n, confidence), n - 1, sd / math.sqrt(n)
+    if within is not None:
+        lo, hi = neutral - float(within), neutral + float(within)
+        p = (1 - stats.nct.cdf(q, df, (effect - lo) / se)) + (1 - stats.nct.cdf(q, df, (hi - effect) / se)) - 1
+        return float(max(0.0, p))
+    t = neutral if at_least is None else float(at_least)
+    return float(1 - stats.nct.cdf(q, df, (effect - t) / se))
+
+
+def seeds_for_power(sd: float, effect: float, neutral: float, at_least=None, within=None,
+                    target: float = POWER, n_max: int = 1000) -> int | None:
+    """The least number of seeds (>= 2) whose power (above) reaches `target` for `effect` at `sd`;
+    None when none up to n_max does (an effect at or past the threshold never reaches it)."""
+    for n in range(2, n_max + 1):
+        p = power(n, sd, effect, neutral, at_least, within)
+        if p >= target:
+            return n
+        if math.isnan(p):
+            return None
+    return None
+
+
+def detectable(n: int, sd: float, neutral: float, at_least=None, within=None, target: float = POWER) -> float:
+    """What n seeds resolve with `target` power at `sd`: with at_least t, the least true effect above
+    t that reads "holds" that often; with within, the least margin that reads "holds" that often were
+    the true effect the neutral value (margin_needed's question, by the noncentral t)."""
+    from scipy.optimize import brentq
+    if n < 2 or not (sd > 0):
+        return math.nan
+    se = sd / math.sqrt(n)
+    if within is not None:
+        return float(brentq(lambda w: power(n, sd, neutral, neutral, within=w) - target, 1e-12 * se, 1e3 * se))
+    t = neutral if at_least is None else float(at_least)
+    return float(brentq(lambda d: power(n, sd, d, neutral, at_least=t) - target, t, t + 1e3 * se))

@@ -185,9 +185,9 @@ def test_censored_speedups_through_the_verdict(figure_dir, tmp_path):
     assert df.loc["slow", "verdict"] == "does not hold"
     assert df.loc["slow", "interval_high"] == pytest.approx(0.8879987, abs=1e-6)
     assert math.isnan(df.loc["slow", "interval_low"]) and "censored upper bounds" in df.loc["slow", "method"]
-    assert df.loc["edge", "verdict"] == "inconclusive"        # bounds exactly 1: not below it
+    assert claims.verdict_kind(df.loc["edge", "verdict"]) == "inconclusive"        # bounds exactly 1: not below it
     # with 80 steps added to b's the bounds are 1.5, 1.714, 2.4: above 1, but a bound never holds
-    assert df.loc["mixed", "verdict"] == "inconclusive"
+    assert claims.verdict_kind(df.loc["mixed", "verdict"]) == "inconclusive"
 
 
 def test_comm_ratio_without_a_threshold_must_exceed_one(figure_dir, tmp_path):
@@ -243,7 +243,7 @@ def test_churn_difference_through_the_verdict(figure_dir, tmp_path):
     df = claims.evaluate(spec, figure_dir, "embedded").set_index("id")
     assert df.loc["lo", "per_seed"] == "0-1: 0.1; 0-2: 0.11; 1-2: 0.12"
     assert df.loc["lo", "interval_low"] == pytest.approx(0.0762829, abs=1e-6)
-    assert (df.loc["lo", "verdict"], df.loc["hi", "verdict"]) == ("holds", "inconclusive")
+    assert (df.loc["lo", "verdict"], claims.verdict_kind(df.loc["hi", "verdict"])) == ("holds", "inconclusive")
 
 
 def test_an_unresolvable_margin_is_underpowered_only_when_inconclusive(figure_dir, tmp_path):
@@ -268,10 +268,10 @@ def test_an_unresolvable_margin_is_underpowered_only_when_inconclusive(figure_di
     # shifted: effects 0.03, 0.05, 0.025 (the same sd, mean 0.035: bounds 0.0127, 0.0573): inconclusive at
     # either margin, underpowered just below the 0.0367034 it needs, a fair non-result just above
     assert df.loc["below", "verdict"].startswith("underpowered: margin 0.0367 < 0.0367,")
-    assert df.loc["above", "verdict"] == "inconclusive"
+    assert claims.verdict_kind(df.loc["above", "verdict"]) == "inconclusive"
     # mean 0.29, half 0.0168585: high 0.3068585 > 0.3, and 0.3 is resolvable: inconclusive, not underpowered
-    assert df.loc["powered", "verdict"] == "inconclusive"
-    assert df.loc["superiority", "verdict"] == "inconclusive"   # no margin: no power statement
+    assert claims.verdict_kind(df.loc["powered", "verdict"]) == "inconclusive"
+    assert claims.verdict_kind(df.loc["superiority", "verdict"]) == "inconclusive"   # no margin: no power statement
 
 
 def test_comm_ratio_is_baseline_total_over_between_group(figure_dir):
@@ -302,15 +302,21 @@ def test_claims_file_errors_name_the_claim(figure_dir, tmp_path):
 def test_a_failed_regime_check_gives_no_verdict(figure_dir, tmp_path):
     spec = tmp_path / "experiments.yaml"
     plateau = {"check": "b has plateaued", "source": "Fig. 9: 'b stops improving'", "quantity": "last_gain",
-               "series": "b", "max": 0.05}
-    spec.write_text(yaml.safe_dump(spec_doc(c_(regime=[plateau]), c_(id="c2", regime=[{**plateau, "max": 0.5}]))))
+               "series": "b", "max": 0.02}
+    spec.write_text(yaml.safe_dump(spec_doc(c_(regime=[plateau]), c_(id="c2", regime=[{**plateau, "max": 0.5}]),
+                                            c_(id="c3", regime=[{**plateau, "max": 0.05}]))))
     df = claims.evaluate(spec, figure_dir, "embedded").set_index("id")
-    # b's mean curve: 1.85 at step 37.5 (2.0 at 30 -> 1.8 at 40) -> 1.77 at 50, a gain of 0.08 over the last quarter
-    assert df.loc["c1", "verdict"] == "not in the paper's regime: b has plateaued (0.08 vs <= 0.05)"
-    assert "b has plateaued: 0.08 (<= 0.05) FAIL" in df.loc["c1", "regime"]
-    assert df.loc["c2", "verdict"] == "holds" and "pass" in df.loc["c2", "regime"]
+    # b's last-quarter gains: 0.08 on average (1.85 at step 37.5 -> 1.77 at 50), [0.0294, 0.1306] over 3 seeds
+    assert df.loc["c1", "verdict"] == ("not in the paper's regime: b has plateaued: 0.08 [0.02942, 0.1306] over 3 "
+                                       "seeds vs <= 0.02")
+    assert "b has plateaued: 0.08 [0.02942, 0.1306] over 3 seeds (<= 0.02): refuted" in df.loc["c1", "regime"]
+    assert df.loc["c2", "verdict"] == "holds" and df.loc["c2", "regime"].endswith(": shown")
+    # the bound straddles 0.05: no verdict, and how many seeds would settle it
+    assert df.loc["c3", "verdict"].startswith("regime not established: b has plateaued: 0.08 [0.02942, 0.1306] over "
+                                              "3 seeds vs <= 0.05; about ")
+    assert json.loads(df.loc["c3", "regime_checks"])[0]["state"] == "not established"
     md = claims.markdown(df.reset_index(), "toy")
-    assert "- **b has plateaued** (toy c1, toy c2). Source: Fig. 9: 'b stops improving'" in md
+    assert "- **b has plateaued** (toy c1, toy c2, toy c3). Source: Fig. 9: 'b stops improving'" in md
 
 
 def test_a_regime_check_that_cannot_be_measured_is_a_claim_error(figure_dir, tmp_path):
@@ -339,6 +345,40 @@ def test_a_regime_check_without_a_source_fails_the_plan(tmp_path):
     assert str(e.value) == (f"{spec}: claim 'c1' (claims.0), regime.0.source: missing: every regime check needs a "
                             "source (the paper's sentence, figure or table it operationalises, and where its "
                             "threshold comes from)")
+
+
+def test_a_design_fact_outside_its_bounds_fails_the_plan_and_is_never_a_passed_check(figure_dir, tmp_path):
+    """Issue 48: what the configuration fixes (here the exchange count) is validated before any run, and a
+    claims row lists it as design, never among the checks it counts."""
+    sys.path.insert(0, str(ROOT / "workflows"))
+    from experiments import ExperimentsError, load_plan
+    spec = tmp_path / "toy" / "experiments.yaml"
+    spec.parent.mkdir()
+    rounds = {"check": "at least 2 averaging rounds", "source": "s", "quantity": "rounds", "series": "a", "min": 2}
+    doc = spec_doc(c_(regime=[rounds]))
+    doc["figures"]["f"]["scales"]["embedded"]["base"] = {
+        "workload": {"name": "cifar"}, "launch": {"device": "cpu"}, "parallel": {"world_size": 2, "models": 2},
+        "algorithm": {"name": "model_average", "tau": 5}, "train": {"steps": 10, "batch_per_rank": 8, "eval_every": 5}}
+    spec.write_text(yaml.safe_dump(doc))
+    assert load_plan(tmp_path, "embedded")                     # 10 / 5 = 2 rounds
+    spec.write_text(yaml.safe_dump({**doc, "claims": [c_(regime=[{**rounds, "min": 3}])]}))
+    with pytest.raises(ExperimentsError, match=r"claim 'c1': design fact 'at least 2 averaging rounds' is 2 at scale "
+                                               r"'embedded', outside its bounds"):
+        load_plan(tmp_path, "embedded")
+    # in the claims table: listed under design, not counted among the regime checks
+    manifest = json.loads((figure_dir / "f_runs.json").read_text())
+    manifest["configs"] = {"a": doc["figures"]["f"]["scales"]["embedded"]["base"]}
+    (figure_dir / "f_runs.json").write_text(json.dumps(manifest))
+    claims.read_manifest.cache_clear()
+    plateau = {"check": "b has plateaued", "source": "s", "quantity": "last_gain", "series": "b", "max": 0.5}
+    spec = tmp_path / "experiments.yaml"
+    spec.write_text(yaml.safe_dump(spec_doc(c_(regime=[rounds, plateau]))))
+    r = claims.evaluate(spec, figure_dir, "embedded").iloc[0]
+    assert r["design"] == "at least 2 averaging rounds: 2 (>= 2): design" and "averaging" not in r["regime"]
+    assert claims.regime_status(r) == "1 of 1 regime checks shown, 1 design fact"
+    spec.write_text(yaml.safe_dump(spec_doc(c_(regime=[{**rounds, "min": 3}, plateau]))))
+    r = claims.evaluate(spec, figure_dir, "embedded").iloc[0]
+    assert r["verdict"] == "not in the paper's regime: at least 2 averaging rounds: 2 vs >= 3 (design)"
 
 
 def test_full_scale_only_claims_are_not_tested(figure_dir, tmp_path):
@@ -483,7 +523,8 @@ def test_the_validation_floor_applies_from_two_seeds(tmp_path):
         doc["claims"] = [c_(id="m", metric="val_accuracy", within=margin)]
         spec = figures / "experiments.yaml"
         spec.write_text(yaml.safe_dump(doc))
-        assert claims.evaluate(spec, figures, "embedded").loc[0, "verdict"] == verdict
+        v = claims.evaluate(spec, figures, "embedded").loc[0, "verdict"]
+        assert v == verdict or (verdict == "inconclusive" and claims.verdict_kind(v) == verdict)
 
 
 @pytest.mark.parametrize("how", ["a run missing", "a NaN final value"])
@@ -602,7 +643,7 @@ def test_a_margin_exactly_at_what_the_seeds_resolve_is_not_underpowered(figure_d
     spec = tmp_path / "experiments.yaml"
     spec.write_text(yaml.safe_dump(spec_doc(c_(id="at", within=need), c_(id="below", within=math.nextafter(need, 0)))))
     df = claims.evaluate(spec, figure_dir, "embedded").set_index("id")
-    assert df.loc["at", "verdict"] == "inconclusive"
+    assert claims.verdict_kind(df.loc["at", "verdict"]) == "inconclusive"
     assert df.loc["below", "verdict"].startswith("underpowered: margin 2.77452 < 2.77, the least that 3 seeds resolve")
 
 

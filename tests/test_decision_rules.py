@@ -397,7 +397,7 @@ def test_embedded_translation_counts_its_sentence_pairs_train_and_validation():
 def test_disjoint_shards_without_a_models_entry_are_one_models_data():
     # parallel without `models`: one model, so its shard is the whole 1,000 examples (100 x 64 / 1000 = 6.4 epochs)
     cfg = {**IMG, "algorithm": {"name": "allreduce", "data": "disjoint"}, "parallel": {"world_size": 1}}
-    assert regime.config_quantity(RegimeCheck.model_validate({"check": "c", "source": "s", "min": 0,
+    assert regime.design_value(RegimeCheck.model_validate({"check": "c", "source": "s", "min": 0,
                                                               "quantity": "epochs"}), cfg) == pytest.approx(6.4)
 
 
@@ -407,11 +407,11 @@ def test_a_check_that_cannot_be_measured_names_itself():
     # a ValueError (a metric the runs do not have) and a KeyError (a config without train:) both become
     # one RegimeError naming the check
     with pytest.raises(regime.RegimeError, match=r"^regime check 'gate': metric 'bleu' is not in the runs' metrics rows"):
-        regime.check(RegimeCheck.model_validate({**check, "quantity": "value", "metric": "bleu"}), CLAIM, None, tables)
+        regime.evaluate(RegimeCheck.model_validate({**check, "quantity": "value", "metric": "bleu"}), CLAIM, tables)
     broken = {**MANIFEST, "configs": {"s": {"algorithm": {"name": "model_average", "tau": 5}}}}
     with pytest.raises(regime.RegimeError, match=r"^regime check 'gate': 'train'$"):
-        regime.check(RegimeCheck.model_validate({**check, "quantity": "rounds"}), CLAIM, None,
-                     lambda fig: (broken, regime_curves()))
+        regime.evaluate(RegimeCheck.model_validate({**check, "quantity": "rounds"}), CLAIM,
+                        lambda fig: (broken, regime_curves()))
 
 
 def test_an_unknown_data_set_lists_the_known_ones():

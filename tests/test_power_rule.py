@@ -69,7 +69,7 @@ def test_non_inferiority_with_the_measured_seed_sd_on_both_sides(tmp_path):
                  [{"id": "below", "a": "a", "at_least": -0.0303}, {"id": "above", "a": "a", "at_least": -0.0305}])
     assert v["below"] == ("underpowered: margin 0.0303 < 0.0304, the least that 3 seeds resolve at 80% power "
                           "with the effect's measured sd 0.0132")
-    assert v["above"] == "inconclusive"
+    assert claims.verdict_kind(v["above"]) == "inconclusive"
 
 
 def test_before_the_runs_validation_noise_alone_on_both_sides(tmp_path):
@@ -101,7 +101,7 @@ def test_seed_variance_above_the_validation_floor_decides_after_the_runs(tmp_pat
                  metric="val_accuracy", val_size=1000)
     assert v["below"] == ("underpowered: margin 0.1387 < 0.139, the least that 3 seeds resolve at 80% power "
                           "with the effect's measured sd 0.05")
-    assert v["above"] == "inconclusive"
+    assert claims.verdict_kind(v["above"]) == "inconclusive"
 
 
 def test_the_chance_count_by_hand():
@@ -117,3 +117,43 @@ def test_the_chance_count_by_hand():
     assert "4 claims went through the seed-based rule" in line
     assert "about 0.05 x 3 = 0.15 of them would still read \"holds\" by chance (1 censored speedups never can;" in line
     assert "none does, with independent claims: 0.86), and at most 0.05 x 4 = 0.2 \"does not hold\"" in line
+
+
+# ------------------------------------------------------------------ issue 48: power column, inconclusive kinds
+def rows(tmp_path, effects, claim_list, **kw) -> pd.DataFrame:
+    verdicts(tmp_path, effects, claim_list, **kw)
+    return claims.evaluate(tmp_path / "experiments.yaml", tmp_path, "embedded").set_index("id")
+
+
+def test_the_power_column_is_the_noncentral_t_by_hand(tmp_path):
+    """Per-seed effects 0.01, 0.03, 0.02 (mean 0.02, sd 0.01) and the paper's 0.03: the power that 3 seeds
+    read "holds" (lower bound > 0) is P(T > t(0.95, 2)), T ~ nct(2, 0.03 sqrt 3 / 0.01) = nct(2, 5.196)."""
+    from scipy import stats as st
+    df = rows(tmp_path, {"a": [0.01, 0.03, 0.02]}, [{"id": "p", "a": "a", "paper_effect": 0.03}])
+    hand = 1 - st.nct.cdf(2.9199856, 2, 0.03 * math.sqrt(3) / 0.01)
+    assert hand == pytest.approx(0.9308, abs=1e-3)
+    assert df.loc["p", "power"].startswith(f"{hand:.2f} for the paper's 0.03; 80% needs ")
+    n = next(m for m in range(2, 100) if 1 - st.nct.cdf(st.t.ppf(0.95, m - 1), m - 1, 0.03 * math.sqrt(m) / 0.01) >= 0.8)
+    assert f"80% needs {n} seeds" in df.loc["p", "power"]
+    # TOST (within 0.05, the paper's effect 0): P(T1 > q) + P(T2 > q) - 1, T1 ~ nct(2, (e + w) sqrt 3 / sd),
+    # T2 ~ nct(2, (w - e) sqrt 3 / sd)
+    import stats
+    ncp = 0.05 * math.sqrt(3) / 0.01
+    tost = 2 * (1 - st.nct.cdf(2.9199856, 2, ncp)) - 1
+    assert stats.power(3, 0.01, 0.0, 0.0, within=0.05) == pytest.approx(tost, abs=1e-6)
+    # what the seeds resolve at 80%: the effect whose power is 0.8
+    d = stats.detectable(3, 0.01, 0.0)
+    assert stats.power(3, 0.01, d, 0.0) == pytest.approx(0.8, abs=1e-6)
+
+
+def test_an_inconclusive_says_which_kind(tmp_path):
+    """The paper's effect past one of our bounds: excluded at 95%; inside them: underpowered, with the
+    power the seeds had and the seeds that give 80%; no number: says so."""
+    effects = {"a": [0.02, -0.03, 0.0]}   # mean -0.0033, sd 0.0252: bounds [-0.0458, 0.0391]
+    df = rows(tmp_path, effects, [{"id": "far", "a": "a", "paper_effect": 0.06},
+                                  {"id": "near", "a": "a", "paper_effect": 0.03},
+                                  {"id": "none", "a": "a"}])
+    assert df.loc["far", "verdict"].startswith("inconclusive: the paper's effect (0.06) excluded at 95% (ours [")
+    assert df.loc["near", "verdict"].startswith("inconclusive: underpowered: 3 seeds give ")
+    assert "power for the paper's effect (0.03) at the measured paired sd 0.0252; " in df.loc["near", "verdict"]
+    assert df.loc["none", "verdict"].startswith("inconclusive: the paper gives no number to test against")

@@ -1,12 +1,16 @@
 """analysis/regime.py and analysis/comm_identity.py: each regime quantity on hand-made curves
-and configs, and the communication identities at the papers' own periods."""
+and configs, the one check rule (shown / refuted / not established, design facts apart), and the
+communication identities at the papers' own periods."""
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
+import math
+
 import pandas as pd
 import pytest
+from scipy import stats as st
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "analysis"))
@@ -80,14 +84,22 @@ def test_config_quantities():
         measure(quantity="rounds")
 
 
-def test_check_text_and_ratio_over_the_effect_size():
-    tables = lambda fig: (MANIFEST, curves())   # noqa: E731
-    r = RegimeCheck.model_validate({"check": "plateau", "source": "s", "quantity": "last_gain", "max": 0.5,
-                                    "over": {"quantity": "difference", "series": "t", "b": "s"}})
-    ok, text, failed = regime.check(r, CLAIM, None, tables)       # 0.02 / |-0.11| = 0.1818
-    assert ok and text == "plateau: 0.1818 (<= 0.5) pass"
-    ok, _, failed = regime.check(r.model_copy(update={"max": 0.1}), CLAIM, None, tables)
-    assert not ok and failed == "plateau (0.1818 vs <= 0.1)"
+def evaluate(check: dict, table=None, manifest=None):
+    r = RegimeCheck.model_validate({"check": "c", "source": "s", **check})
+    return regime.evaluate(r, CLAIM, lambda fig: (manifest or MANIFEST, curves() if table is None else table))
+
+
+def test_a_ratio_over_a_measured_effect_is_tested_per_seed_as_a_contrast():
+    # s's last-quarter gain is 0.02 on every seed; the effect t - s is -0.10, -0.11, -0.12 (seeds 0-2):
+    # ratio of the means 0.02 / 0.11 = 0.1818; the contrast v - 0.5 |o| = -0.03, -0.035, -0.04
+    plateau = {"check": "plateau", "quantity": "last_gain", "max": 0.5,
+               "over": {"quantity": "difference", "series": "t", "b": "s"}}
+    r = evaluate(plateau)
+    high = -0.035 + st.t.ppf(0.95, 2) * 0.005 / 3 ** 0.5
+    assert r.state == "shown" and r.value == pytest.approx(0.02 / 0.11) and r.high == pytest.approx(high)
+    assert r.text().startswith("plateau: 0.1818 (per seed v - 0.5 x |o|, needs <= 0: [") and r.text().endswith("(<= 0.5): shown")
+    # at max 0.1 the contrast 0.02 - 0.1 x (0.10, 0.11, 0.12) = 0.010, 0.009, 0.008 is above 0 at 95%
+    assert evaluate({**plateau, "max": 0.1}).state == "refuted"
 
 
 def test_communication_identities_at_the_papers_periods():
@@ -120,7 +132,7 @@ FULL_IMG = {**IMG, "workload": {"name": "imagenet", "dataset": "imagefolder", "d
 
 
 def quantity(q, cfg):
-    return regime.config_quantity(RegimeCheck.model_validate({"check": "c", "source": "s", "min": 0, "quantity": q}), cfg)
+    return regime.design_value(RegimeCheck.model_validate({"check": "c", "source": "s", "min": 0, "quantity": q}), cfg)
 
 
 def test_full_scale_epochs_use_the_real_data_set_sizes():
@@ -163,21 +175,27 @@ def test_value_at_the_end_of_an_exchange_round():
 
 def test_the_regime_gate_counts_a_censored_seed_at_its_bound():
     # t (accuracy - 0.1) never reaches 0.5 in its 100 steps; s reaches it at 75, 72.5, 70 (seeds 0-2):
-    # the censored ratios are bounded by 75/100, 72.5/100, 70/100, mean 0.725
-    tables = lambda fig: (MANIFEST, curves())   # noqa: E731
-    base = {"check": "speed", "source": "s", "quantity": "speedup", "series": "t", "b": "s", "target": 0.5}
-    assert regime.check(RegimeCheck.model_validate({**base, "min": 0.72}), CLAIM, None, tables)[0]
-    assert not regime.check(RegimeCheck.model_validate({**base, "min": 0.73}), CLAIM, None, tables)[0]
-    assert regime.check(RegimeCheck.model_validate({**base, "max": 0.73}), CLAIM, None, tables)[0]
-    assert not regime.check(RegimeCheck.model_validate({**base, "max": 0.72}), CLAIM, None, tables)[0]
+    # the censored ratios are bounded by 75/100, 72.5/100, 70/100: mean 0.725, sd 0.025
+    half = st.t.ppf(0.95, 2) * 0.025 / 3 ** 0.5   # 0.0421
+    speed = {"check": "speed", "quantity": "speedup", "series": "t", "b": "s", "target": 0.5}
+    assert evaluate({**speed, "min": 0.725 - half - 1e-9}).state == "shown"
+    assert evaluate({**speed, "min": 0.725 + half + 1e-9}).state == "refuted"
+    assert evaluate({**speed, "min": 0.72}).state == "not established"      # the old mean-only rule passed it
+    assert evaluate({**speed, "max": 0.725 + half + 1e-9}).state == "shown"
 
 
-def test_check_bounds_are_inclusive_and_nan_fails():
-    tables = lambda fig: (MANIFEST, curves())   # noqa: E731
-    r = RegimeCheck.model_validate({"check": "v", "source": "s", "quantity": "value", "step": 50, "min": 0.41})
-    assert regime.check(r, CLAIM, None, tables)[0]                                   # 0.41 >= 0.41
-    assert not regime.check(r.model_copy(update={"min": 0.4101}), CLAIM, None, tables)[0]
-    assert regime.check(r.model_copy(update={"min": None, "max": 0.41}), CLAIM, None, tables)[0]
+def test_check_bounds_are_inclusive_and_a_design_fact_is_exact():
+    # s at step 50: 0.40, 0.41, 0.42 over seeds 0-2: mean 0.41, sd 0.01
+    low = 0.41 - st.t.ppf(0.95, 2) * 0.01 / 3 ** 0.5
+    r = evaluate({"check": "v", "quantity": "value", "step": 50, "min": low - 1e-12})
+    assert r.state == "shown" and r.low == pytest.approx(low) and not r.design
+    assert evaluate({"check": "v", "quantity": "value", "step": 50, "min": low + 1e-6}).state == "not established"
+    # ec's 4 rounds are read from its config: a design fact, inside its bound or refuted, never "shown"
+    rounds = {"check": "rounds", "quantity": "rounds", "series": "ec"}
+    r = evaluate({**rounds, "min": 4})
+    assert (r.state, r.design, r.value, r.n) == ("design", True, 4.0, 0)
+    assert r.text() == "rounds: 4 (>= 4): design"
+    assert evaluate({**rounds, "min": 4.0001}).state == "refuted"
 
 
 # ------------------------------------------------------------------ a claim at another scale
@@ -203,57 +221,75 @@ def test_a_claim_with_a_scale_override_keeps_its_checks_renamed():
     assert own.at("full").regime == []                                                 # the scale's own checks
 
 
-# ------------------------------------------------------------------ issue 41: a check at its seeds' noise
+# ------------------------------------------------------------------ issue 48: a regime is shown, never assumed
 def gain_curves(gains):
     """Series 'm', one seed per gain: 0.5 at step 75 (the last quarter's start of a 100-step run), 0.5 + gain at 100."""
     return pd.DataFrame([{"series": "m", "seed": seed, "model": "0", "step": step, "val_accuracy": v}
                          for seed, g in enumerate(gains) for step, v in ((50, 0.4), (75, 0.5), (100, 0.5 + g))])
 
 
-def noise_check(gains, **kw):
-    check = RegimeCheck.model_validate({"check": "m has plateaued", "source": "s", "quantity": "last_gain",
-                                        "series": "m", "max": 0.01, **kw})
-    return regime.check(check, CLAIM, None, lambda fig: (MANIFEST, gain_curves(gains)))
+def plateau(gains, **kw):
+    return evaluate({"check": "m has plateaued", "quantity": "last_gain", "series": "m", "max": 0.01, **kw},
+                    gain_curves(gains))
 
 
-def test_a_noise_check_fails_only_when_the_seeds_show_the_bound_is_passed():
-    from scipy import stats as st
+def test_a_mean_on_the_wrong_side_with_a_straddling_bound_is_not_established():
     sun = [0.020, -0.002, 0.016]   # Sun's MA-DNN, CIFAR-10 K = 4: per-seed last-quarter gains (issue 41)
-    # by hand: mean 0.011333, sd 0.011719, low = mean - t(0.95, 2) sd / sqrt 3 = 0.011333 - 2.919986 x 0.006766
+    # by hand: mean 0.011333, sd 0.011719: low -0.008423, high 0.031090, straddling 0.01 with the mean above it
     mean = sum(sun) / 3
     sd = (sum((g - mean) ** 2 for g in sun) / 2) ** 0.5
-    low = mean - st.t.ppf(0.95, 2) * sd / 3 ** 0.5
-    assert low == pytest.approx(-0.008423, abs=1e-6)
-    ok, text, _ = noise_check(sun, noise=True)
-    assert ok and f"{mean:.4g} [{low:.4g}," in text
-    assert noise_check(sun)[0] is False                    # the mean alone (0.0113 > 0.01) fails
-    ok, _, failed = noise_check([0.030, 0.031, 0.029], noise=True)   # low = 0.030 - 2.92 x 0.000577 > 0.01
-    assert not ok and "past it at 95%" in failed
-    # a min bound: fails only when the upper bound is below it
-    assert noise_check(sun, noise=True, max=None, min=0.02)[0] is True      # high = 0.0311 >= 0.02
-    assert noise_check(sun, noise=True, max=None, min=0.04)[0] is False
+    half = st.t.ppf(0.95, 2) * sd / 3 ** 0.5
+    r = plateau(sun)
+    assert r.state == "not established"                  # issue 41's noise rule passed it
+    assert (r.low, r.high) == (pytest.approx(mean - half), pytest.approx(mean + half))
+    assert r.low == pytest.approx(-0.008423, abs=1e-6)
+    # the seeds that would settle it at this mean and sd: the least n with t(0.95, n-1) sd / sqrt(n) < 0.00133
+    n = next(m for m in range(3, 1000) if st.t.ppf(0.95, m - 1) * sd / m ** 0.5 < mean - 0.01)
+    assert f"about {n - 3} more seeds would settle it" in r.settle and r.settle in r.reason()
+    assert plateau([0.030, 0.031, 0.029]).state == "refuted"       # low = 0.030 - 2.92 x 0.000577 > 0.01
+    assert plateau([0.001, 0.002, 0.0015]).state == "shown"        # high < 0.01
+    assert plateau([0.02]).state == "not established"              # one seed: no bound
+    assert plateau(sun, max=None, min=-0.01).state == "shown"      # low -0.0084 >= -0.01
+    assert plateau(sun, max=None, min=0.04).state == "refuted"     # high 0.0311 < 0.04
 
 
-def test_a_noise_check_is_only_for_per_seed_quantities():
-    with pytest.raises(ValueError, match="noise: only a last_gain, gain_over or value"):
-        RegimeCheck.model_validate({"check": "c", "source": "s", "quantity": "difference", "max": 1, "noise": True})
-    with pytest.raises(ValueError, match="noise: only a last_gain, gain_over or value"):
-        RegimeCheck.model_validate({"check": "c", "source": "s", "quantity": "last_gain", "max": 1, "noise": True,
-                                    "over": {"quantity": "difference"}})
-
-
-def test_a_noise_ratio_is_taken_per_seed():
-    """A value over another value, per seed: Sun's plateau ratio at K = 4 (issue 41: per-seed 0.86, 0.859,
-    1.003; the mean of the ratios, and its t interval, not the ratio of the means)."""
-    from scipy import stats as st
+def test_a_ratio_of_two_measured_values_is_a_contrast_per_seed():
+    """Sun's plateau ratio at K = 4 (per seed 0.86, 0.859, 1.003 of the plateau 0.5): the contrast
+    v - 0.9 p per seed, mean 0.5 x (0.9073 - 0.9), straddles 0: not established (the noise rule passed it)."""
     ratios = [0.86, 0.859, 1.003]
     table = pd.DataFrame([{"series": s, "seed": seed, "model": "0", "step": 100, "val_accuracy": v}
                           for seed, r in enumerate(ratios) for s, v in (("m", 0.5 * r), ("p", 0.5))])
-    check = RegimeCheck.model_validate({"check": "near the plateau", "source": "s", "quantity": "value", "series": "m",
-                                        "min": 0.9, "noise": True, "over": {"quantity": "value", "series": "p"}})
-    ok, text, _ = regime.check(check, CLAIM, None, lambda fig: (MANIFEST, table))
-    mean = sum(ratios) / 3
-    sd = (sum((r - mean) ** 2 for r in ratios) / 2) ** 0.5
-    high = mean + st.t.ppf(0.95, 2) * sd / 3 ** 0.5
-    assert ok and f"{mean:.4g} [" in text and f", {high:.4g}] over 3 seeds" in text
-    assert regime.check(check.model_copy(update={"min": 1.05}), CLAIM, None, lambda fig: (MANIFEST, table))[0] is False
+    near = {"check": "near the plateau", "quantity": "value", "series": "m", "min": 0.9,
+            "over": {"quantity": "value", "series": "p"}}
+    r = evaluate(near, table)
+    c = [0.5 * (x - 0.9) for x in ratios]
+    mean = sum(c) / 3
+    sd = (sum((x - mean) ** 2 for x in c) / 2) ** 0.5
+    assert r.state == "not established" and r.value == pytest.approx(sum(ratios) / 3)
+    assert r.low == pytest.approx(mean - st.t.ppf(0.95, 2) * sd / 3 ** 0.5)
+    assert evaluate({**near, "min": 0.5}, table).state == "shown"
+    assert evaluate({**near, "min": 1.2}, table).state == "refuted"
+
+
+def test_the_noise_key_is_gone():
+    with pytest.raises(ValueError, match="noise"):
+        RegimeCheck.model_validate({"check": "c", "source": "s", "quantity": "last_gain", "max": 1, "noise": True})
+
+
+def test_every_quantity_is_registered_once_with_its_doc():
+    from schema import QUANTITIES
+    assert set(regime.QUANTITIES) == set(QUANTITIES)
+    assert all(q.doc for q in regime.QUANTITIES.values())
+    assert {n for n, q in regime.QUANTITIES.items() if q.design} == {
+        "epochs", "round_epochs", "rounds", "period_fraction", "lr_wd_sum", "label_noise_floor"}
+
+
+def test_the_label_noise_floor_is_the_noisy_labels_entropy():
+    # Sodhani's 12,000-image stand-in: 10% of labels moved to one of the 19 other classes
+    cfg = {"workload": {"name": "imagenet", "dataset": "embedded", "label_noise": 0.1, "classes": 20}}
+    floor = -(0.9 * math.log(0.9) + 0.1 * math.log(0.1 / 19))
+    assert quantity("label_noise_floor", cfg) == pytest.approx(floor) and floor == pytest.approx(0.6195, abs=1e-4)
+    assert quantity("label_noise_floor", {"workload": {**cfg["workload"], "label_noise": 0.0}}) == 0.0
+    assert quantity("label_noise_floor", {"workload": {"name": "cifar", "dataset": "cifar10"}}) == 0.0
+    with pytest.raises(regime.RegimeError, match="no label_noise / classes"):
+        quantity("label_noise_floor", {"workload": {"name": "imagenet", "dataset": "embedded"}})

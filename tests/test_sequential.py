@@ -100,7 +100,7 @@ def test_a_decisive_first_look_stops_and_an_inconclusive_one_asks_for_the_next_n
                          claim("not", at_least=HIGH1 + 1e-6), claim("fixed", looks=None, at_least=-1.0),
                          claim("seq", at_least=-1.0))
     assert df.loc["holds", "verdict"] == "holds" and df.loc["not", "verdict"] == "does not hold"
-    assert df.loc["asks", "verdict"] == "inconclusive"
+    assert claims.verdict_kind(df.loc["asks", "verdict"]) == "inconclusive"
     assert df.loc["holds", "interval_low"] == pytest.approx(LOW1)
     assert "t(0.975, 2)" in df.loc["holds", "method"]
     assert state["holds"]["status"] == "final" and state["holds"]["seeds_needed"] == 3 and state["holds"]["look"] == 1
@@ -112,7 +112,7 @@ def test_a_decisive_first_look_stops_and_an_inconclusive_one_asks_for_the_next_n
     # the same data and threshold: today's fixed-n rule (0.95) holds, the first of two looks (0.975) does not
     assert LOW1 < -1.0 < LOW_FIXED
     assert df.loc["fixed", "verdict"] == "holds" and pd.isna(df.loc["fixed", "sequential"])
-    assert df.loc["seq", "verdict"] == "inconclusive"
+    assert claims.verdict_kind(df.loc["seq", "verdict"]) == "inconclusive"
     assert set(state) == {"holds", "asks", "not", "seq"}   # the claim without `sequential` has no state
 
 
@@ -124,7 +124,7 @@ def test_a_decisive_first_look_stops_and_an_inconclusive_one_asks_for_the_next_n
 ])
 def test_the_next_look_reads_its_seeds_when_the_figure_holds_them(tmp_path, at_least, verdict, look):
     df, state = evaluate(tmp_path, LOOK2, claim("c", at_least=at_least), declared=[0, 1, 2])
-    assert df.loc["c", "verdict"] == verdict
+    assert claims.verdict_kind(df.loc["c", "verdict"]) == verdict
     assert state["c"]["look"] == look and state["c"]["status"] == "final"
     assert state["c"]["n"] == state["c"]["seeds_needed"] == (3, 5)[look - 1] == df.loc["c", "n"]
     if look == 2:
@@ -141,7 +141,7 @@ def test_the_last_look_with_a_margin_it_cannot_resolve_reads_underpowered_at_its
     assert df.loc["m", "verdict"] == "holds" and state["m"]["look"] == 2
     need = (T2 + float(student_t.ppf(0.90, 4))) * math.sqrt(0.5) / math.sqrt(5)
     df, _ = evaluate(tmp_path / "2", LOOK2, claim("m", within=need + 1e-6), declared=[0, 1, 2])
-    assert df.loc["m", "verdict"] == "inconclusive"
+    assert claims.verdict_kind(df.loc["m", "verdict"]) == "inconclusive"
     df, _ = evaluate(tmp_path / "3", LOOK2, claim("m", within=need - 1e-6), declared=[0, 1, 2])
     assert df.loc["m", "verdict"].startswith(f"underpowered: margin {need - 1e-6:g} < {need:.3g}")
 
@@ -510,7 +510,7 @@ def test_a_sequential_claim_through_the_workflow_trains_only_its_next_look_s_see
     manifest = json.loads((scale_dir / "toy" / "f_runs.json").read_text())
     assert manifest["declared_seeds"] == [0, 1, 2] and sequential.figure_seeds(manifest) == [0, 1, 2, 3]
     df = pd.read_csv(scale_dir / "toy" / "claims.csv").set_index("id")
-    assert df.loc["asks", "verdict"] == "inconclusive" and df.loc["asks", "n"] == 4
+    assert claims.verdict_kind(df.loc["asks", "verdict"]) == "inconclusive" and df.loc["asks", "n"] == 4
     assert df.loc["asks", "sequential"].startswith("look 2 of 2") and df.loc["asks", "sequential"].endswith("; final")
     assert (df.loc["stops", "verdict"], df.loc["stops", "n"]) == ("holds", 3)
     assert (df.loc["fixed", "verdict"], df.loc["fixed", "n"]) == ("holds", 3)   # the declared seeds only

@@ -64,7 +64,7 @@ from codist.workloads.metrics import LOGGED
 
 # the experiments-file schema lives with the analysis that also reads it
 from analysis.schema import SpecError, check_references, parse  # noqa: E402
-from analysis import sequential  # noqa: E402
+from analysis import regime, sequential  # noqa: E402
 
 # figure kind -> the script (relative to the repository root) that draws it
 KINDS = {"curves": "analysis/plot_curves.py", "table": "analysis/plot_table.py",
@@ -337,7 +337,7 @@ def load_paper(path: str | os.PathLike, scale: str, plan: Plan) -> None:
     if paper != path.parent.name:
         raise ExperimentsError(f"{path}: paper: {paper!r} must equal its folder name {path.parent.name!r}")
     raw_figures = {k: v for k, v in doc["figures"].items()}
-    errors, series_models, logged = [], {}, {}
+    errors, series_models, logged, first_configs = [], {}, {}, {}
     reach, needs = sequential_needs(spec, path, scale, plan.state_dir)
     for fig_id, fig in spec.figures.items():
         where = f"{path}: {paper} {fig_id}"
@@ -379,6 +379,7 @@ def load_paper(path: str | os.PathLike, scale: str, plan: Plan) -> None:
                 plan.declared_by.setdefault(rid, here)
                 runs.append(RunRef(str(label), seed, rid))
                 resolved[(str(label), seed)] = rid
+                first_configs.setdefault((str(fig_id), str(label)), cfg)
                 series_models.setdefault(fig_id, {})[str(label)] = model_names(cfg.algorithm.name,
                                                                                cfg.parallel.models)
                 logged.setdefault(fig_id, set()).update(LOGGED[cfg.workload.name])
@@ -397,6 +398,31 @@ def load_paper(path: str | os.PathLike, scale: str, plan: Plan) -> None:
     errors = check_references(spec, path, scale, series_models, logged, planned)
     if errors:
         raise ExperimentsError("\n".join(errors))
+    errors = design_errors(spec, path, scale, planned, first_configs)
+    if errors:
+        raise ExperimentsError("\n".join(errors))
+
+
+def design_errors(spec, path: Path, scale: str, planned: set, first_configs: dict) -> list[str]:
+    """A claim's design facts (regime checks the configuration fixes: rounds, periods, epochs, fresh
+    data; analysis/regime.py) validated before any run: one line per fact outside its bounds."""
+    def config_of(fig, series):
+        if (fig, series) not in first_configs:
+            raise regime.RegimeError(f"figure {fig!r} has no series {series!r} at scale {scale!r}")
+        return json.loads(json.dumps(to_dict(first_configs[(fig, series)])))
+    errors = []
+    for c in spec.claims:
+        c = c.at(scale)
+        if c.figure not in planned or scale not in spec.figures[c.figure].scales or c.full_scale_only or c.not_run:
+            continue
+        try:
+            facts = regime.design_facts(c, config_of)
+        except (regime.RegimeError, KeyError) as e:
+            errors.append(f"{path}: claim {c.id!r}: design fact: {e}")
+            continue
+        errors += [f"{path}: claim {c.id!r}: design fact {check!r} is {value:.4g} at scale {scale!r}, outside its bounds "
+                   f"(the configuration must fix it before any run)" for check, value, ok in facts if not ok]
+    return errors
 
 
 def load_plan(root: str | os.PathLike, scale: str, data_root: str | None = None, tier: str = "default",
