@@ -204,3 +204,73 @@ def test_a_batch_larger_than_the_training_set_is_refused_by_codist_check(tmp_pat
     result = codist("run", str(path), "--set", "train.batch_per_rank=2000000", "--out", str(tmp_path / "run"))
     assert result.returncode == 2 and result.stderr.startswith("codist: train.batch_per_rank=2000000 x 1")
     assert not (tmp_path / "run").exists()
+
+
+# ---------------------------------------------------------------- issue 52 N1, N39: every workload's batch, and memory
+
+def _check(tmp_path, cfg: dict, *sets: str) -> subprocess.CompletedProcess:
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return codist("check", str(path), *[a for s in sets for a in ("--set", s)])
+
+
+def test_a_translation_batch_larger_than_its_pairs_is_refused(tmp_path):
+    """N1: the refusal read only `train_size`; translation's embedded set is `pairs` sentence pairs."""
+    cfg = {**TINY, "workload": {"name": "translation", "dataset": "embedded", "pairs": 4000}}
+    result = _check(tmp_path, cfg, "train.batch_per_rank=2000000")
+    assert result.returncode == 2 and "Traceback" not in result.stderr and "valid" not in result.stdout
+    assert result.stderr == (
+        "codist: train.batch_per_rank=2000000 x 1 rank(s) per model is a batch of 2000000 samples, larger than "
+        "the training set (4000 samples: workload.pairs=4000); allowed: train.batch_per_rank <= 4000\n")
+    check_inputs(config.validate(deep_update(cfg, {"train": {"batch_per_rank": 4000}})))
+    many = deep_update(TINY, {"launch": {"oversubscribe": True}, "parallel": {"world_size": 4000}})
+    with pytest.raises(ConfigError, match=r"\(512 samples: workload.train_size=512\); allowed: at most 512 rank\(s\) "
+                                          r"per model, or a larger workload.train_size$"):
+        check_inputs(config.validate(many))   # never 'train.batch_per_rank <= 0'
+
+
+def test_an_embedded_lm_batch_beyond_this_machines_memory_does_not_fit(tmp_path):
+    """N1: the embedded language is endless (no training set to bound the batch), but its stream keeps 3
+    documents of doc_len int64 tokens a row: a batch of 2,000,000 rows needs 46,875 MB a rank. The lm run
+    died of a MemoryError after 6.5 min; `codist check` said it fits and `codist run` now refuses it."""
+    from codist.launching import launch
+    cfg = {**TINY, "workload": {"name": "lm"}}
+    big = config.validate(deep_update(cfg, {"train": {"batch_per_rank": 2_000_000}}))
+    with pytest.raises(ConfigError) as e:
+        launch.check_fits(big, "cpu", cores=2, memory=32_000)
+    assert str(e.value) == (
+        "parallel.world_size=1 does not fit: 1 rank(s) need at least 47,003 MB (128 MB a rank, plus 46,875 MB for "
+        "the embedded language's stream: train.batch_per_rank=2000000 rows x 3 documents of workload.doc_len=1024 "
+        "tokens x 8 bytes) and this machine has 32,000 MB; allowed: a smaller train.batch_per_rank")
+    launch.check_fits(config.validate(deep_update(cfg, {"train": {"batch_per_rank": 64}})), "cpu", cores=2,
+                      memory=32_000)
+    if launch.memory_mb() < 47_003:   # this machine: `codist check` says so, `codist run` refuses before launch
+        assert "# fits this machine: no: parallel.world_size=1 does not fit: 1 rank(s) need at least 47,003 MB" in \
+            _check(tmp_path, cfg, "train.batch_per_rank=2000000").stdout
+        path = tmp_path / "run.yaml"
+        result = codist("run", str(path), "--set", "train.batch_per_rank=2000000", "--out", str(tmp_path / "run"))
+        assert result.returncode == 2 and result.stderr.startswith("codist: parallel.world_size=1 does not fit: ")
+        assert not (tmp_path / "run").exists()
+
+
+def test_the_lm_streams_documents_per_row_are_the_streams_own():
+    from codist.launching.launch import LM_EMBEDDED_DOCS_PER_ROW
+    from codist.workloads.lm_data import EmbeddedStream
+    assert LM_EMBEDDED_DOCS_PER_ROW == EmbeddedStream.CACHE_DOCS
+
+
+def test_oversubscribed_ranks_are_bounded_by_memory(tmp_path):
+    """N39: with launch.oversubscribe=true, 4,000 ranks 'fit' a 2-core machine. More ranks than cores only
+    run slower; at 128 MB a rank at least (a 4-rank TINY run's PSS: 123 MB) 4,000 need 512,000 MB."""
+    from codist.launching import launch
+    over = {"launch": {"oversubscribe": True}, "parallel": {"world_size": 4000}}
+    with pytest.raises(ConfigError) as e:
+        launch.check_fits(config.validate(deep_update(TINY, over)), "cpu", cores=2, memory=16_000)
+    assert str(e.value) == ("parallel.world_size=4000 does not fit: 4000 rank(s) need at least 512,000 MB (at least "
+                            "128 MB a rank) and this machine has 16,000 MB; allowed: parallel.world_size <= 125")
+    launch.check_fits(config.validate(deep_update(TINY, {**over, "parallel": {"world_size": 8}})), "cpu", cores=2,
+                      memory=16_000)   # the Sun replications' 8 ranks on 2 cores still fit
+    out = _check(tmp_path, TINY, "launch.oversubscribe=true", "parallel.world_size=4000",
+                 "workload.train_size=100000").stdout
+    assert "# fits this machine: no: parallel.world_size=4000 does not fit: 4000 rank(s) need at least 512,000 MB" \
+        in out, out

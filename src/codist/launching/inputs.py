@@ -5,8 +5,9 @@ a model's batch fits in its training set where the config alone sets that set's 
 line naming the key and the path, not a traceback from every rank after launch. Only the
 presence and readability of the paths each workload's registration names (`data_needs`) are
 checked here (cheap, no torch); the loaders check the files' contents (dtype, shape, range) when
-they read them. The batch is checked against an embedded data set's `train_size` (`check_batch`);
-a real data set's size is known only to its reader, which refuses a too large batch in the ranks.
+they read them. The batch is checked against an embedded data set's size (`check_batch`: its
+`train_size`, translation's `pairs`); a real data set's size is known only to its reader, which
+refuses a too large batch in the ranks.
 """
 from __future__ import annotations
 
@@ -50,20 +51,29 @@ def check_inputs(cfg: RunConfig) -> None:
         raise ConfigError(problem)
 
 
+#: the keys that set an embedded training set's size: its samples (`train_size`: cifar, imagenet, ctr) or,
+#: for translation, its sentence pairs (`pairs`; those with a side longer than max_len are dropped, so
+#: the set holds at most that). The embedded language model has none: its stream is endless, and its
+#: batch is bounded by memory instead (codist.launching.launch.check_memory).
+SIZE_KEYS = ("train_size", "pairs")
+
+
 def check_batch(cfg: RunConfig) -> None:
     """A model's global batch (batch_per_rank x its ranks) must fit in the training data it draws from
     (codist.rank.data.BatchStream), or every rank fails after launch: checked where the config alone
-    sets the size, an embedded data set's `train_size` (a disjoint split gives each model its
+    sets the size, an embedded data set's SIZE_KEYS (a disjoint split gives each model its
     n // models part)."""
     w, b, ranks, models = cfg.workload, cfg.train.batch_per_rank, cfg.parallel.ranks_per_model, cfg.parallel.models
-    size = getattr(w, "train_size", None)
-    if getattr(w, "dataset", None) != "embedded" or not isinstance(size, int):
+    key = next((k for k in SIZE_KEYS if isinstance(getattr(w, k, None), int)), None)
+    if getattr(w, "dataset", None) != "embedded" or key is None:
         return
+    size = getattr(w, key)
     disjoint = cfg.algorithm.model_data() == "disjoint"
     part = size // models if disjoint else size
     if b * ranks > part:
-        where = (f"each model's part of workload.train_size={size} split disjoint over parallel.models={models}"
-                 if disjoint else f"workload.train_size={size}")
+        where = (f"each model's part of workload.{key}={size} split disjoint over parallel.models={models}"
+                 if disjoint else f"workload.{key}={size}")
         raise ConfigError(f"train.batch_per_rank={b} x {ranks} rank(s) per model is a batch of {b * ranks} samples, "
                           f"larger than the training set ({part} samples: {where}); allowed: "
-                          f"train.batch_per_rank <= {part // ranks}")
+                          + (f"train.batch_per_rank <= {part // ranks}" if part >= ranks else
+                             f"at most {part} rank(s) per model, or a larger workload.{key}"))

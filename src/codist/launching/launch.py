@@ -50,9 +50,47 @@ def check_hosts(cfg: RunConfig, device: str, env: Mapping[str, str]) -> None:
                           f"(snakemake --profile env/profiles/slurm, or sbatch codist run ...)")
 
 
-def check_fits(cfg: RunConfig, device: str, cores: int | None = None) -> None:
-    """Fail before any process starts if the world does not fit this machine (or the launcher
-    cannot start it)."""
+#: The least memory one rank takes: each rank of a 4-rank TINY run (embedded cifar, fork launcher) had a
+#: PSS of 123 MB on 2026-12-06 (a real model's rank takes more). More CPU ranks than cores only run slower
+#: (launch.oversubscribe), but ranks that cannot get their memory are killed, so memory is what bounds a
+#: world on one machine; at this floor the check refuses only worlds that cannot fit (4,000 ranks: 500 GB).
+RANK_FLOOR_MB = 128
+#: lm_data.EmbeddedStream.CACHE_DOCS: the documents of the embedded language each of a rank's batch rows
+#: keeps (int64 tokens), the stream's memory once its rows have crossed two documents (a test pins it)
+LM_EMBEDDED_DOCS_PER_ROW = 3
+
+
+def memory_mb() -> int:
+    """This machine's physical memory in MB."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
+
+
+def rank_memory_mb(cfg: RunConfig) -> tuple[int, str]:
+    """(the least memory one rank of `cfg` takes, in MB, and what it is made of): RANK_FLOOR_MB, plus the
+    embedded language model's stream, whose data is endless (no training set to bound the batch by)."""
+    w, b = cfg.workload, cfg.train.batch_per_rank
+    if getattr(w, "name", None) == "lm" and getattr(w, "dataset", None) == "embedded":
+        stream = b * LM_EMBEDDED_DOCS_PER_ROW * w.doc_len * 8 // 2**20
+        return RANK_FLOOR_MB + stream, (f"{RANK_FLOOR_MB} MB a rank, plus {stream:,} MB for the embedded language's "
+                                        f"stream: train.batch_per_rank={b} rows x {LM_EMBEDDED_DOCS_PER_ROW} documents "
+                                        f"of workload.doc_len={w.doc_len} tokens x 8 bytes")
+    return RANK_FLOOR_MB, f"at least {RANK_FLOOR_MB} MB a rank"
+
+
+def check_memory(cfg: RunConfig, memory: int | None = None) -> None:
+    """The ranks started on this machine must fit its memory (`memory` MB; default: this machine's)."""
+    world, memory = cfg.parallel.world_size, memory or memory_mb()
+    per_rank, why = rank_memory_mb(cfg)
+    if world * per_rank > memory:
+        raise ConfigError(f"parallel.world_size={world} does not fit: {world} rank(s) need at least "
+                          f"{world * per_rank:,} MB ({why}) and this machine has {memory:,} MB; allowed: "
+                          + (f"parallel.world_size <= {memory // per_rank}" if memory >= per_rank else
+                             "a smaller train.batch_per_rank"))
+
+
+def check_fits(cfg: RunConfig, device: str, cores: int | None = None, memory: int | None = None) -> None:
+    """Fail before any process starts if the world does not fit this machine (its GPUs, cores or memory;
+    `cores`, `memory` in MB: this machine's by default), or the launcher cannot start it."""
     world = cfg.parallel.world_size
     check_hosts(cfg, device, os.environ)
     check_cuda_fit(cfg.launch.device)   # the driver, the GPUs and torch's CUDA build, on every path (srun too)
@@ -64,11 +102,12 @@ def check_fits(cfg: RunConfig, device: str, cores: int | None = None) -> None:
         if world > gpus:
             raise ConfigError(f"parallel.world_size={world} does not fit: this machine has {gpus} GPU(s); "
                               f"allowed: 1..{gpus} (use the slurm profile for more)")
-        return
-    cores = cores or os.cpu_count() or 1
-    if world > cores and not cfg.launch.oversubscribe:
-        raise ConfigError(f"parallel.world_size={world} does not fit: this machine has {cores} CPU cores; "
-                          f"allowed: 1..{cores}, or set launch.oversubscribe=true to run more ranks than cores")
+    else:
+        cores = cores or os.cpu_count() or 1
+        if world > cores and not cfg.launch.oversubscribe:
+            raise ConfigError(f"parallel.world_size={world} does not fit: this machine has {cores} CPU cores; "
+                              f"allowed: 1..{cores}, or set launch.oversubscribe=true to run more ranks than cores")
+    check_memory(cfg, memory)   # oversubscribed too: more ranks than cores are slow, more than memory are killed
 
 
 def pick(cfg: RunConfig, device: str, env: Mapping[str, str]) -> Launcher:
