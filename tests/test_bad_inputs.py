@@ -274,3 +274,15 @@ def test_oversubscribed_ranks_are_bounded_by_memory(tmp_path):
                  "workload.train_size=100000").stdout
     assert "# fits this machine: no: parallel.world_size=4000 does not fit: 4000 rank(s) need at least 512,000 MB" \
         in out, out
+
+
+def test_an_out_directory_that_is_a_symlink_loop_is_one_line(tmp_path):
+    """N24's sibling: `codist run --out` a symbolic link loop gave a 25-line traceback (resolve())."""
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(TINY))
+    result = codist("run", str(path), "--out", str(tmp_path / "a"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr == (f"codist: --out {tmp_path / 'a'}: cannot be resolved (Symlink loop from "
+                             f"'{tmp_path / 'a'}'); expected a run directory or a path where one can be made\n")

@@ -194,7 +194,11 @@ def run(cfg: RunConfig, out: str | os.PathLike, launched_unix: float | None = No
     check_fits(cfg, device)
     check_inputs(cfg)
     check_extensions_dir(os.environ, device)
-    out = Path(out).resolve()
+    try:
+        out = Path(out).resolve()
+    except (RuntimeError, OSError) as e:   # a symbolic link loop: Python 3.11 raises RuntimeError
+        raise ConfigError(f"--out {out}: cannot be resolved ({e}); expected a run directory or a path "
+                          f"where one can be made") from None
     rundir = RunDir(out, os.getpid())
     try:
         if rundir.finished(cfg.run_id()) and not fresh:
