@@ -1,7 +1,7 @@
 """What each claim's regime would cost, for the claims without an in-regime verdict: hours on this
 machine's 2 cores and on one H200, from measured rates only:
 
-    python benchmarks/regime_cost.py [--out results/bench]
+    python benchmarks/regime_cost.py [--out results/bench] [--replications replications]
 
 Each such claim declares `regime_cost:` in replications/<paper>/experiments.yaml (analysis/schema.py
 RegimeCost): what its regime needs, in words with the measured number that puts it there, and the
@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
-from analysis.schema import parse
+from analysis.schema import SpecError, parse
 from benchmarks.benchlib import quiet
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -145,7 +146,7 @@ def rows(replications: Path = ROOT / "replications", bench: Path = BENCH) -> lis
     out = []
     for paper in PAPERS:
         path = replications / paper / "experiments.yaml"
-        spec = parse(yaml.safe_load(path.read_text()), path)
+        spec = _paper_spec(path)
         for c in spec.claims:
             cost = c.regime_cost
             if cost is None:
@@ -181,6 +182,16 @@ def rows(replications: Path = ROOT / "replications", bench: Path = BENCH) -> lis
     return out
 
 
+def _paper_spec(path: Path):
+    """A paper's experiments.yaml, parsed; unreadable or malformed: a CostError of one line naming it."""
+    try:
+        return parse(yaml.safe_load(path.read_text()), path)
+    except (OSError, yaml.YAMLError) as e:
+        raise CostError(f"{path}: not a readable YAML file ({' '.join(str(e).split())})") from None
+    except SpecError as e:   # one line per key: joined, each already names the file
+        raise CostError("; ".join(str(e).splitlines())) from None
+
+
 def _full_plan(replications: Path, bench: Path):
     from codist import budget
     table = budget.load_throughput(replications / "throughput.yaml")
@@ -193,11 +204,13 @@ def _full_plan(replications: Path, bench: Path):
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=BENCH)
+    p.add_argument("--replications", type=Path, default=ROOT / "replications",
+                   help="the papers' experiments.yaml (their regime_cost blocks)")
     args = p.parse_args(argv)
     try:
-        table = pd.DataFrame(rows(), columns=COLUMNS)
+        table = pd.DataFrame(rows(args.replications), columns=COLUMNS)
     except CostError as e:
-        print(f"regime_cost: {e}")
+        print(f"regime_cost: {e}", file=sys.stderr)
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     tmp = args.out / "regime_cost.csv.tmp"
