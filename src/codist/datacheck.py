@@ -39,6 +39,11 @@ def _folder(root: Path, layout: str) -> list[str]:
 
 
 def check_cifar(root: Path, dataset: str = "cifar10", **_) -> tuple[list[str], list[str]]:
+    """The `cifar` workload's real data sets: CIFAR-10/100's pickled batches, or Fashion-MNIST's IDX files
+    (codist.workloads.fashion_mnist.check_files)."""
+    if dataset == "fashion_mnist":
+        from .workloads.fashion_mnist import check_files
+        return check_files(root)
     from .workloads.cifar import _check_batch, _unpickle, find_cifar_folder
     try:
         folder = find_cifar_folder(root, dataset)

@@ -132,5 +132,5 @@ def data_needs(w: CifarConfig, root: Path) -> DataNeeds:
 
 register("cifar", CifarConfig, "codist.workloads.cifar:CifarWorkload",
          metrics={"val_loss": False, "val_accuracy": True, "error_pct": False},
-         data_needs=data_needs, data_check="codist.workloads.fashion_mnist:check_image_data",
+         data_needs=data_needs, data_check="codist.datacheck:check_cifar",
          throughput_model=lambda w: f"cifar_{w.arch}")

@@ -168,12 +168,3 @@ def check_files(root: Path | None) -> tuple[list[str], list[str]]:
               + (f"; .gz md5 {d['archive_md5']} ({'upstream' if d['upstream_archive'] else 'recompressed'})"
                  if "archive_md5" in d else "") for name, d in data.digests.items()]
     return [], notes
-
-
-def check_image_data(root: Path, dataset: str = "cifar10", **options) -> tuple[list[str], list[str]]:
-    """The `cifar` workload's data check (its registration's `data_check`): Fashion-MNIST's here,
-    CIFAR's in codist.datacheck."""
-    if dataset == "fashion_mnist":
-        return check_files(root)
-    from ..datacheck import check_cifar
-    return check_cifar(root, dataset=dataset, **options)
