@@ -13,6 +13,7 @@ from pathlib import Path
 
 import yaml
 
+from analysis import regime
 from analysis.schema import Paper, parse
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,7 +55,11 @@ def claims_table(spec: Paper) -> list[str]:
             tested = f"not tested: `{c.figure}` has no embedded runs"
         else:
             checks = c.at("embedded").regime
-            tested = "tested" + (f", after the regime checks {', '.join(f'`{r.check}`' for r in checks)}" if checks else "")
+            measured = [r for r in checks if not regime.is_design(r)]
+            design = [r for r in checks if regime.is_design(r)]
+            tested = ("tested" + (f", when the regime checks {', '.join(f'`{r.check}`' for r in measured)} are shown"
+                                  if measured else "")
+                      + (f"; design: {', '.join(f'`{r.check}`' for r in design)}" if design else ""))
         out.append(f"| `{c.id}` | {_one_line(c.claim)} | {_one_line(c.source)} | `{c.figure}` | {c.basis} "
                    f"| {_one_line(c.paper)} | {tested} |")
     return out
