@@ -505,7 +505,8 @@ def evaluate(r, claim, tables) -> Result:
             m = seeds_to_settle(iv.n, iv.mean, iv.sd)
             settle.append(f"about {m - iv.n} more seeds would settle it at the measured sd ({iv.sd:.3g})" if m
                           else "a single seed has no bound" if iv.n < 2
-                          else "no number of seeds would settle it at the measured sd")
+                          else f"more than {MAX_SEEDS_ASKED:,} seeds would settle it at the measured sd ({iv.sd:.3g})"
+                          if iv.sd > 0 and iv.mean != 0 else "no number of seeds would settle it: the mean sits on the bound")
     state = "refuted" if "refuted" in states else "not established" if "not established" in states else "shown"
     return Result(r.check, state, False, shown, req, int(n), low, high, tested, "; ".join(dict.fromkeys(settle)))
 
