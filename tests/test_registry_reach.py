@@ -27,21 +27,21 @@ def resolved(**sections) -> dict:
 def test_a_plugin_algorithms_period_reaches_the_regime_checks():
     import toy_algorithm  # noqa: F401  (registers toy_broadcast, period="every")
     cfg = resolved(algorithm={"name": "toy_broadcast", "every": 3}, parallel={"models": 2, "world_size": 2})
-    assert regime.config_quantity(PERIOD_FRACTION, cfg) == 3 / TINY["train"]["steps"]   # was RegimeError
-    assert regime.config_quantity(ROUNDS, cfg) == TINY["train"]["steps"] / 3
+    assert regime.design_value(PERIOD_FRACTION, cfg) == 3 / TINY["train"]["steps"]   # was RegimeError
+    assert regime.design_value(ROUNDS, cfg) == TINY["train"]["steps"] / 3
     assert budget.extra_forwards(config.validate(deep_update(TINY, {
         "algorithm": {"name": "toy_broadcast", "every": 3}, "parallel": {"models": 2, "world_size": 2}}))) == 0.0
 
 
 def test_builtin_periods_and_a_missing_one():
     cfg = resolved(algorithm={"name": "model_average", "tau": 2}, parallel={"models": 2, "world_size": 2})
-    assert regime.config_quantity(PERIOD_FRACTION, cfg) == 2 / TINY["train"]["steps"]
+    assert regime.design_value(PERIOD_FRACTION, cfg) == 2 / TINY["train"]["steps"]
     cfg = resolved(algorithm={"name": "codistill", "exchange_every": 3}, parallel={"models": 2, "world_size": 2})
-    assert regime.config_quantity(ROUNDS, cfg) == TINY["train"]["steps"] / 3
+    assert regime.design_value(ROUNDS, cfg) == TINY["train"]["steps"] / 3
     with pytest.raises(regime.RegimeError, match="'allreduce' has no exchange period .*no period field"):
-        regime.config_quantity(PERIOD_FRACTION, resolved())
+        regime.design_value(PERIOD_FRACTION, resolved())
     with pytest.raises(regime.RegimeError, match="'nobody' is not registered"):
-        regime.config_quantity(PERIOD_FRACTION, {**resolved(), "algorithm": {"name": "nobody"}})
+        regime.design_value(PERIOD_FRACTION, {**resolved(), "algorithm": {"name": "nobody"}})
 
 
 def test_the_budgets_extra_forwards_come_from_the_registrations():
