@@ -444,6 +444,11 @@ class Result:
                 + (" (design)" if self.design else "") + (f"; {self.settle}" if self.settle else ""))
 
 
+def _inside(r, v: float) -> bool:
+    """A design fact's value within the check's bounds."""
+    return (r.min is None or v >= r.min) and (r.max is None or v <= r.max) and not math.isnan(v)
+
+
 def _requirement(r) -> str:
     return " and ".join(([f">= {r.min:g}"] if r.min is not None else []) + ([f"<= {r.max:g}"] if r.max is not None else []))
 
@@ -477,8 +482,7 @@ def evaluate(r, claim, tables) -> Result:
             v = design_of(r, claim, tables)
             if r.over is not None:
                 v = v / abs(design_of(r.over, claim, tables))
-            inside = (r.min is None or v >= r.min) and (r.max is None or v <= r.max) and not math.isnan(v)
-            return Result(r.check, "design" if inside else "refuted", True, v, req)
+            return Result(r.check, "design" if _inside(r, v) else "refuted", True, v, req)
         v = per_seed(r, claim, tables)
         o = None if r.over is None else (design_of(r.over, claim, tables) if is_design(r.over)
                                          else per_seed(r.over, claim, tables))
@@ -488,14 +492,14 @@ def evaluate(r, claim, tables) -> Result:
     if isinstance(o, pd.Series):   # a measured `over`: per seed, the contrast v - t |o| against 0
         both = pd.concat({"v": v, "o": o}, axis=1).dropna()
         sign = 1.0 if both["o"].mean() >= 0 else -1.0
-        shown = float(both["v"].mean() / abs(both["o"].mean())) if both["o"].mean() else math.nan
+        value = float(both["v"].mean() / abs(both["o"].mean())) if both["o"].mean() else math.nan
         contrast = [(side, stats.t_interval(both["v"] - t * sign * both["o"])) for side, t in sides]
         (side, t), display = sides[0], contrast[0][1]
         low, high, n = display.low, display.high, len(both)
         tested = f"per seed v - {t:g} x |o|, needs {'>=' if side == 'min' else '<='} 0"
     else:   # the quantity itself (over a constant: scaled), its bounds against the threshold
         iv = stats.t_interval(v / (1.0 if o is None else abs(o)))
-        shown, low, high, tested, n = iv.mean, iv.low, iv.high, "", iv.n
+        value, low, high, tested, n = iv.mean, iv.low, iv.high, "", iv.n
         contrast = [(side, stats.Interval(iv.n, iv.mean - t, iv.sd, iv.low - t, iv.high - t, iv.method))
                     for side, t in sides]
     states, settle = [], []
@@ -508,7 +512,7 @@ def evaluate(r, claim, tables) -> Result:
                           else f"more than {MAX_SEEDS_ASKED:,} seeds would settle it at the measured sd ({iv.sd:.3g})"
                           if iv.sd > 0 and iv.mean != 0 else "no number of seeds would settle it: the mean sits on the bound")
     state = "refuted" if "refuted" in states else "not established" if "not established" in states else "shown"
-    return Result(r.check, state, False, shown, req, int(n), low, high, tested, "; ".join(dict.fromkeys(settle)))
+    return Result(r.check, state, False, value, req, int(n), low, high, tested, "; ".join(dict.fromkeys(settle)))
 
 
 def run_checks(claim, figures_dir, tables) -> list[Result]:
@@ -519,13 +523,11 @@ def run_checks(claim, figures_dir, tables) -> list[Result]:
 def design_facts(claim, config_of) -> list[tuple[str, float, bool]]:
     """(check, value, inside its bounds) of every design fact of `claim`, from `config_of(figure, series)`
     (the plan's resolved configs, before any run: workflows/experiments.py)."""
+    def val(q):
+        return design_value(q, config_of(q.figure or claim.figure, q.series or claim.a))
     out = []
     for r in claim.regime:
-        if not is_design(r):
-            continue
-        def val(q):
-            return design_value(q, config_of(q.figure or claim.figure, q.series or claim.a))
-
-        v = val(r) / (abs(val(r.over)) if r.over is not None else 1.0)
-        out.append((r.check, v, (r.min is None or v >= r.min) and (r.max is None or v <= r.max) and not math.isnan(v)))
+        if is_design(r):
+            v = val(r) / (abs(val(r.over)) if r.over is not None else 1.0)
+            out.append((r.check, v, _inside(r, v)))
     return out
