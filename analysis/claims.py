@@ -300,10 +300,15 @@ def inconclusive_kind(c: Claim, iv: stats.Interval, neutral: float) -> str:
         return f"the paper's effect ({e:g}) excluded at 95% (ours [{_bound(iv.low)}, {_bound(iv.high)}])"
     if math.isnan(iv.low) and c.measure == "speedup":
         return f"a censored speedup has no lower bound, so it cannot hold; the paper's effect ({e:g}) is not excluded"
-    p = stats.power(iv.n, iv.sd, e, neutral, c.at_least, c.within)
-    need = stats.seeds_for_power(iv.sd, e, neutral, c.at_least, c.within)
+    p, need = power_for(c, iv, neutral)
     return (f"underpowered: {iv.n} seeds give {p:.2f} power for the paper's effect ({e:g}) at the measured paired "
             f"sd {iv.sd:.3g}; " + (f"{need} would give 80%" if need else "no number of seeds up to 1,000 gives 80%"))
+
+
+def power_for(c: Claim, iv: stats.Interval, neutral: float) -> tuple[float, int | None]:
+    """(power of the claim's seeds for its paper_effect at the measured sd, the seeds that give 80%)."""
+    return (stats.power(iv.n, iv.sd, c.paper_effect, neutral, c.at_least, c.within),
+            stats.seeds_for_power(iv.sd, c.paper_effect, neutral, c.at_least, c.within))
 
 
 def _bound(x: float) -> str:
@@ -322,8 +327,7 @@ def power_text(c: Claim, iv: stats.Interval, neutral: float) -> str:
         return f"the paper gives no number; {resolves}"
     if math.isnan(iv.low) and c.measure == "speedup" and "censored" in iv.method:
         return f"0 for the paper's {c.paper_effect:g} (a censored speedup cannot hold); {resolves}"
-    p = stats.power(iv.n, iv.sd, c.paper_effect, neutral, c.at_least, c.within)
-    need = stats.seeds_for_power(iv.sd, c.paper_effect, neutral, c.at_least, c.within)
+    p, need = power_for(c, iv, neutral)
     return (f"{p:.2f} for the paper's {c.paper_effect:g}; 80% needs " + (f"{need} seeds" if need else "over 1,000 seeds")
             + f"; {resolves}")
 

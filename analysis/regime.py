@@ -444,6 +444,11 @@ class Result:
                 + (" (design)" if self.design else "") + (f"; {self.settle}" if self.settle else ""))
 
 
+def _design_ratio(r, value_of) -> float:
+    """A design check's value: its quantity, over its `over`'s size when it has one."""
+    return value_of(r) / (abs(value_of(r.over)) if r.over is not None else 1.0)
+
+
 def _inside(r, v: float) -> bool:
     """A design fact's value within the check's bounds."""
     return (r.min is None or v >= r.min) and (r.max is None or v <= r.max) and not math.isnan(v)
@@ -479,9 +484,7 @@ def evaluate(r, claim, tables) -> Result:
     req = _requirement(r)
     try:
         if is_design(r):
-            v = design_of(r, claim, tables)
-            if r.over is not None:
-                v = v / abs(design_of(r.over, claim, tables))
+            v = _design_ratio(r, lambda q: design_of(q, claim, tables))
             return Result(r.check, "design" if _inside(r, v) else "refuted", True, v, req)
         v = per_seed(r, claim, tables)
         o = None if r.over is None else (design_of(r.over, claim, tables) if is_design(r.over)
@@ -528,6 +531,6 @@ def design_facts(claim, config_of) -> list[tuple[str, float, bool]]:
     out = []
     for r in claim.regime:
         if is_design(r):
-            v = val(r) / (abs(val(r.over)) if r.over is not None else 1.0)
+            v = _design_ratio(r, val)
             out.append((r.check, v, _inside(r, v)))
     return out

@@ -70,7 +70,6 @@ def test_the_check_finds_both_kinds():
     assert order_dependent_merges(nested) == [
         "line 3: merges the mapping of line 2, which overrides one-letter key(s) ['b'] of its own merge "
         "(write it out without a merge)"]
-    assert yaml.safe_load(nested)["c"]["b"] in ("A", "B")          # which: the release's choice
     listed = "p: &p {m: [1], k: 1}\nq: &q {m: [2]}\nr: {<<: [*p, *q]}\ns: {<<: [*p, *q], m: [3]}\n"
     assert order_dependent_merges(listed) == [
         "line 3: a list merge whose sources share ['m'] (write them out in the mapping)"]
