@@ -43,6 +43,16 @@ import yaml
 from analysis.sequential import continued
 from codist.config import NOT_IN_RUN_ID
 
+# libyaml's parser where PyYAML has it (the lock's wheel does): the same documents as yaml.safe_load
+# (the same SafeConstructor, merges included), about 20x faster; a record parses every committed
+# version of a paper's experiments file, and their number grows with the history
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _load(text: str):
+    return yaml.load(text, Loader=_SAFE_LOADER)
+
+
 TEXT_KEYS = {"claim", "source", "paper", "changed_after_results", "regime_cost"}   # wording and cost, not design
 CHECK_TEXT_KEYS = {"check", "source", "why"}
 
@@ -199,12 +209,12 @@ class History:
         self.order = {c: i for i, c in enumerate(_git(self.root, "rev-list", "--reverse", "HEAD").split())}
         presets = self.presets_dir.relative_to(self.root).as_posix() + "/presets"
         self.commits = _git(self.root, "log", "--reverse", "--format=%H", "--", self.rel, presets).split()
-        self.working = yaml.safe_load(paper_file.read_text())
+        self.working = _load(paper_file.read_text())
 
     @functools.lru_cache(maxsize=None)
     def _doc(self, commit: str):
         try:
-            return yaml.safe_load(_git(self.root, "show", f"{commit}:{self.rel}"))
+            return _load(_git(self.root, "show", f"{commit}:{self.rel}"))
         except (GitHistoryError, yaml.YAMLError):
             return None
 
@@ -214,7 +224,7 @@ class History:
         try:
             text = (path.read_text() if commit is None else
                     _git(self.root, "show", f"{commit}:{path.relative_to(self.root).as_posix()}"))
-            return yaml.safe_load(text) or {}
+            return _load(text) or {}
         except (OSError, GitHistoryError, yaml.YAMLError):
             return {"missing preset": name}
 
@@ -276,7 +286,7 @@ def ledger(replications: Path) -> dict[str, list[dict]]:
     path = Path(replications) / LEDGER
     if not path.exists():
         return {}
-    doc = yaml.safe_load(path.read_text()) or {}
+    doc = _load(path.read_text()) or {}
     if not isinstance(doc, dict):
         raise LedgerError(f"{path}: expected a mapping paper -> list of entries")
     for paper, entries in doc.items():

@@ -50,6 +50,10 @@ def rehearsed(tmp_path_factory):
            "--jobs", "1",
            # the test cluster's partition; quick status checks
            "--default-resources", f"slurm_partition={PARTITION}", "runtime=60", "mem_mb=1000", "cpus_per_task=1",
+           # the LM's tokenising job asks the profile's CPU partition (set-resources) and 8 CPUs, which
+           # this cluster (4 CPUs a node) does not have: a site names its own the same way
+           # (docs/full-scale.md)
+           "--set-resources", f"lm_data:slurm_partition={PARTITION}", "lm_data:cpus_per_task=4",
            "--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "1",
            "--latency-wait", "5", "--", *targets]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=1800)
