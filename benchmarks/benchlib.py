@@ -79,6 +79,19 @@ def run(raw: dict, source: str, keep: Path | None = None) -> tuple[dict, list[di
     return summary, rows
 
 
+def replace_rows(path: str | os.PathLike, table: pd.DataFrame, key: list[str]) -> pd.DataFrame:
+    """`table` with the rows of the csv at `path` (if any) whose `key` it does not hold: a benchmark run
+    replaces what it measured and keeps the rest, so a table can be completed across quiet windows."""
+    path = Path(path)
+    if not path.exists():
+        return table
+    old = pd.read_csv(path)
+    if len(table):
+        now = set(map(tuple, table[key].astype(str).values))
+        old = old[[tuple(k) not in now for k in old[key].astype(str).values]]
+    return pd.concat([old, table], ignore_index=True)
+
+
 def write_csv(df, out_dir: str | os.PathLike, name: str) -> Path:
     """Write `df` to <out_dir>/<name> atomically (temp file, then rename), return the path."""
     out = Path(out_dir)

@@ -59,6 +59,9 @@ EXTRA_BATCHES = {
 # Workload keys that change the data set's size or draw, not the cost of an update: rows differing only
 # in them are one row.
 SIZE_KEYS = ("train_size", "val_size", "data_seed", "data_dir")
+# Workload keys added after rows were measured, left out at their default (as in the run id:
+# codist.config.IN_RUN_ID_UNLESS), so a committed row keeps its workload_config
+ADDED_DEFAULTS = {k.split(".", 1)[1]: v for k, v in benchlib.config.IN_RUN_ID_UNLESS.items() if k.startswith("workload.")}
 
 
 def plan_rows() -> list[dict]:
@@ -73,7 +76,8 @@ def plan_rows() -> list[dict]:
             figures_of.setdefault(ref.run_id, set()).add(f"{paper}/{figure} ({plan.tier_of[(paper, figure)]})")
     rows: dict[str, dict] = {}
     for run_id, cfg in plan.configs.items():
-        workload = json.loads(json.dumps(benchlib.config.to_dict(cfg)["workload"]))
+        workload = {k: v for k, v in json.loads(json.dumps(benchlib.config.to_dict(cfg)["workload"])).items()
+                    if k not in ADDED_DEFAULTS or v != ADDED_DEFAULTS[k]}
         shape = {k: v for k, v in workload.items() if k not in SIZE_KEYS}
         key = json.dumps([shape, cfg.train.batch_per_rank], sort_keys=True)
         row = rows.setdefault(key, {"workload": workload, "batch": cfg.train.batch_per_rank,
@@ -145,9 +149,10 @@ STEPS = 10 ** 6   # a run's train.steps: never reached, the loop is run in block
 
 def one_rank_env() -> None:
     """This process as a one-rank gloo world on the CPU, 1 thread (what a rank of the embedded tier is)."""
-    from codist.launching.launch import free_port
+    from codist.launching.launch import free_port, op_build_env
     os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
-                      OMP_NUM_THREADS="1", CODIST_THREADS_PER_RANK="1", DS_ACCELERATOR="cpu", CUDA_VISIBLE_DEVICES="")
+                      OMP_NUM_THREADS="1", CODIST_THREADS_PER_RANK="1", DS_ACCELERATOR="cpu", CUDA_VISIBLE_DEVICES="",
+                      **op_build_env(os.environ))
 
 
 @contextlib.contextmanager
@@ -163,7 +168,7 @@ def one_rank_run(row: dict, precision: str):
     raw = {"name": "efficiency", "workload": row["workload"], "algorithm": {"name": "allreduce"},
            "optimizer": row["optimizer"], "schedule": {"name": "constant"},
            "train": {"steps": STEPS, "batch_per_rank": row["batch"], "eval_every": STEPS, "save_model": False,
-                     "precision": precision},
+                     "precision": precision, "compile": row.get("compile", False)},
            "launch": {"launcher": "fork", "device": "cpu", "threads_per_rank": 1}, "seed": 0}
     with tempfile.TemporaryDirectory(prefix="codist-efficiency-") as tmp:
         out = Path(tmp)
@@ -213,6 +218,10 @@ def measure(row: dict, precision: str) -> dict:
         run.start = WARMUP_UPDATES + 1
 
         codist_s, codist_n = timed(loop_step(run), run.start)
+        if not row.get("plain", True):   # a caller that times codist's loop only (lm_levers.py)
+            return {"flops_per_update": flops, "codist_s_per_update": codist_s, "codist_updates_timed": codist_n,
+                    "gemm_fp32_gflops": peaks["fp32"], "gemm_bf16_gflops": peaks["bf16"],
+                    "torch": torch.__version__, "threads": torch.get_num_threads()}
         # the plain loop: the same workload's model, optimizer and batches, no harness
         torch.manual_seed(1009)
         model = workload.build_model()
@@ -242,15 +251,20 @@ def measure(row: dict, precision: str) -> dict:
             "torch": torch.__version__, "threads": torch.get_num_threads()}
 
 
-def run_row(row: dict, precision: str) -> dict:
-    """`row` measured in a fresh process, with the load average before and after it."""
-    before = benchlib.loadavg()
+def measure_child(row: dict, precision: str) -> dict:
+    """`measure(row, precision)` in a fresh process (its own allocator, caches and process group)."""
     child = subprocess.run([sys.executable, "-m", "benchmarks.efficiency", "--child", json.dumps(row), precision],
                            cwd=ROOT, capture_output=True, text=True,
                            env={**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"})
     if child.returncode != 0:
         raise SystemExit(f"efficiency: {describe(row['workload'])} batch {row['batch']} failed:\n{child.stderr[-3000:]}")
-    got = json.loads(child.stdout.strip().splitlines()[-1])
+    return json.loads(child.stdout.strip().splitlines()[-1])
+
+
+def run_row(row: dict, precision: str) -> dict:
+    """`row` measured in a fresh process, with the load average before and after it."""
+    before = benchlib.loadavg()
+    got = measure_child(row, precision)
     gflops = lambda s: got["flops_per_update"] / s / 1e9   # noqa: E731
     return {
         "workload": row["workload"]["name"], "model": describe(row["workload"]), "batch": row["batch"],
@@ -292,15 +306,8 @@ def main(argv=None) -> int:
             kept, why = benchlib.refuse_loaded([got])
             measured += kept
             refused += why
-    path = Path(args.out) / "efficiency.csv"
-    table = pd.DataFrame(measured)
-    if path.exists():   # keep the rows of what was not measured now
-        old = pd.read_csv(path)
-        now = set(zip(table.get("workload", []), table.get("batch", []), table.get("precision", []),
-                      table.get("workload_config", [])))
-        old = old[[(w, b, p, c) not in now for w, b, p, c in
-                   zip(old.workload, old.batch, old.precision, old.workload_config)]]
-        table = pd.concat([old, table], ignore_index=True)
+    table = benchlib.replace_rows(Path(args.out) / "efficiency.csv", pd.DataFrame(measured),
+                                  ["workload", "batch", "precision", "workload_config"])
     if len(table):
         benchlib.write_csv(table.sort_values(["workload", "model", "batch", "precision"]), args.out, "efficiency.csv")
     for line in refused:

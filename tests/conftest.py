@@ -129,9 +129,10 @@ def one_rank_env(run: Path, extra: dict) -> dict:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    from codist.launching.launch import op_build_env
     return {**os.environ, "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
             "MASTER_PORT": str(port), "CODIST_THREADS_PER_RANK": "1", "CUDA_VISIBLE_DEVICES": "",
-            "PYTHONPATH": str(ROOT / "src")}
+            "PYTHONPATH": str(ROOT / "src"), **op_build_env(os.environ)}
 
 
 def read_summary(run: Path) -> dict:

@@ -51,3 +51,28 @@ def test_rows_cover_every_embedded_workload():
     assert {r["workload"]["name"] for r in rows} == {"lm", "cifar", "imagenet", "ctr", "translation"}
     keys = [(efficiency.describe(r["workload"]), r["batch"]) for r in rows]
     assert len(keys) == len(set(keys)), "a row differing only in the data set's size is measured once"
+
+
+def test_lm_levers_keeps_other_cpus_rows_and_reads_each_variant_against_fused_fp32(tmp_path, monkeypatch):
+    """benchmarks/lm_levers.py through main(): a run replaces its (cpu, batch, variant) rows and keeps
+    another CPU's; speedup is fused-fp32's s/update over the variant's on the same CPU and batch; a row
+    timed at load >= 2 is refused."""
+    import pandas as pd
+
+    from benchmarks import lm_levers
+    pd.DataFrame([{"cpu": "other", "batch": 8192, "variant": "fused-fp32", "s_per_update": 4.0, "loadavg": 0.5},
+                  {"cpu": "other", "batch": 8192, "variant": "unrolled-fp32", "s_per_update": 8.0, "loadavg": 0.5}]
+                 ).to_csv(tmp_path / "lm_levers.csv", index=False)
+    seconds = {"fused-fp32": 6.0, "unrolled-fp32": 3.0, "fused-bf16": 2.0}
+    load = {"fused-fp32": 1.0, "unrolled-fp32": 1.2, "fused-bf16": 2.5}
+    monkeypatch.setattr(lm_levers, "measure", lambda batch, variant, flops: {
+        "cpu": "this", "batch": batch, "variant": variant, "s_per_update": seconds[variant], "flops_per_update": 1e9,
+        "gflops": 1e9 / seconds[variant] / 1e9, "ratio_to_fp32_peak": 0.1, "gemm_fp32_gflops": 10.0,
+        "loadavg": load[variant]})
+    assert lm_levers.main(["--batches", "8192", "--variants", "fused-fp32", "unrolled-fp32", "fused-bf16",
+                           "--out", str(tmp_path)]) == 1   # the bf16 row was refused
+    table = pd.read_csv(tmp_path / "lm_levers.csv").set_index(["cpu", "variant"])
+    assert sorted(table.index) == [("other", "fused-fp32"), ("other", "unrolled-fp32"),
+                                   ("this", "fused-fp32"), ("this", "unrolled-fp32")]
+    assert table.loc[("this", "unrolled-fp32"), "speedup"] == 2.0
+    assert table.loc[("other", "unrolled-fp32"), "speedup"] == 0.5

@@ -27,6 +27,23 @@ def test_the_default_is_codists_cache_and_the_users_choice_is_kept(tmp_path):
     assert env["TORCH_EXTENSIONS_DIR"] == str(launch.extensions_dir(os.environ)[0])
 
 
+def test_ranks_build_with_this_environments_ninja_whatever_path_started_them(tmp_path):
+    """The ranks' PATH starts with this interpreter's bin folder (its pip ninja), once, so a codist run
+    started with or without the venv on PATH builds DeepSpeed's op with the same ninja: two ninjas'
+    .ninja_log versions rebuilt it (~50 s) at every switch."""
+    bin_dir = str(Path(sys.executable).parent)
+    assert shutil.which("ninja", path=bin_dir), "the environment installs its own ninja (torch's JIT builds)"
+    for start in ("/usr/bin:/bin", f"{bin_dir}:/usr/bin", f"/usr/bin:{bin_dir}:/bin"):
+        env = launch.op_build_env({"HOME": str(tmp_path), "PATH": start})
+        parts = env["PATH"].split(os.pathsep)
+        assert parts[0] == bin_dir and parts.count(bin_dir) == 1 and set(parts) == set(start.split(":")) | {bin_dir}
+        assert shutil.which("ninja", path=env["PATH"]) == str(Path(bin_dir) / "ninja")
+        assert env["TORCH_EXTENSIONS_DIR"] == str(tmp_path / ".cache" / "codist" / "torch_extensions")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PATH", "/usr/bin:/bin")
+        assert launch.launch_env(config.validate(CPU), "cpu", 1)["PATH"].split(os.pathsep)[0] == bin_dir
+
+
 def read_only_home(tmp_path, *command: str, env: dict) -> subprocess.CompletedProcess:
     """Run `command` with HOME an empty folder this user cannot write."""
     home = tmp_path / "home"

@@ -168,14 +168,24 @@ def check_extensions_dir(environ: Mapping[str, str], device: str) -> None:
                           f"CPU communication op there; set {EXTENSIONS} to a writable folder") from None
 
 
+def op_build_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """Where and with which ninja a rank builds DeepSpeed's JIT ops: `extensions_dir`, and PATH with
+    this interpreter's bin folder first. torch's JIT build runs the first `ninja` on PATH, and the
+    environment's own (pip's ninja 1.13) and a system one (Debian's 1.11) write .ninja_log versions
+    the other discards: ranks started with either PATH rebuilt the op (~50 s) at every switch."""
+    bin_dir = str(Path(sys.executable).parent)
+    path = [p for p in environ.get("PATH", os.defpath).split(os.pathsep) if p and p != bin_dir]
+    return {EXTENSIONS: str(extensions_dir(environ)[0]), "PATH": os.pathsep.join([bin_dir, *path])}
+
+
 def launch_env(cfg: RunConfig, device: str, threads: int, launched_unix: float | None = None) -> dict[str, str]:
     """The ranks' environment: threads and device (codist.rank_env), the launcher's name, when the
     launch began, this process as the ranks' owner (they stop without it: codist.owner), and where
-    DeepSpeed builds its ops (`extensions_dir`: the user's choice kept)."""
+    DeepSpeed builds its ops and with which ninja (`op_build_env`: the user's folder kept)."""
     env = rank_env(os.environ, threads, device)
     env.update({"CODIST_LAUNCHER": cfg.launch.launcher, "CODIST_LAUNCH_UNIX": repr(launched_unix or time.time())})
     env.update(owner_env())
-    env[EXTENSIONS] = str(extensions_dir(env)[0])
+    env.update(op_build_env(env))
     return env
 
 

@@ -5,6 +5,8 @@ embeddings, 24,006 word-pieces"): embedding -> `layers` LSTM layers, each follow
 LayerNorm on its outputs -> linear map to the vocabulary. Anil do not say where the layer
 norm goes; normalising each layer's outputs (rather than the gates inside the cell, as in Ba
 et al. 2016) is our reading, chosen because it keeps the fused cuDNN/oneDNN LSTM kernels.
+`workload.lstm: unrolled` swaps those kernels for the same cell written as torch code
+(`UnrolledLSTM`, same parameters), which torch.compile can fuse on a CPU.
 
 Hidden state is carried from one training segment to the next (Anil: "batches of 32-token
 segments with hidden state carried across batches"), detached (truncated backpropagation
@@ -34,6 +36,42 @@ from .base import Metric, Workload
 from .lm_config import LmConfig
 from .lm_data import EMBEDDED_TARGET_FRACTION, SOURCES, EmbeddedData, TextCorpus, TokenWindows  # noqa: F401
 
+class UnrolledLSTM(nn.Module):
+    """One LSTM layer (batch_first, as nn.LSTM(input, hidden, batch_first=True)) written as torch code
+    over the time steps: the input projection of every step in one GEMM, then per step the recurrent
+    GEMM and the gates (i, f, g, o, nn.LSTM's order and equations). Its parameters have nn.LSTM's
+    names, shapes and initialisation, so state dicts and checkpoints interchange. Why it exists:
+    torch.compile refuses nn.LSTM, and this code compiled (train.compile) fuses the gates'
+    elementwise work that the oneDNN kernel spends most of a CPU update on at small hidden sizes
+    (benchmarks/lm_levers.py measures both)."""
+
+    def __init__(self, input_size: int, hidden: int):
+        super().__init__()
+        self.hidden = hidden
+        self.weight_ih_l0 = nn.Parameter(torch.empty(4 * hidden, input_size))
+        self.weight_hh_l0 = nn.Parameter(torch.empty(4 * hidden, hidden))
+        self.bias_ih_l0 = nn.Parameter(torch.empty(4 * hidden))
+        self.bias_hh_l0 = nn.Parameter(torch.empty(4 * hidden))
+        bound = 1.0 / math.sqrt(hidden)   # nn.LSTM's reset_parameters
+        for w in self.parameters():
+            nn.init.uniform_(w, -bound, bound)
+
+    def forward(self, x: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor] | None = None):
+        b, steps, _ = x.shape
+        if state is None:
+            h = c = x.new_zeros(b, self.hidden)
+        else:
+            h, c = state[0][0], state[1][0]
+        projected = F.linear(x, self.weight_ih_l0, self.bias_ih_l0 + self.bias_hh_l0)   # (B, T, 4H)
+        outputs = []
+        for t in range(steps):
+            i, f, g, o = (projected[:, t] + h @ self.weight_hh_l0.t()).chunk(4, dim=1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+            outputs.append(h)
+        return torch.stack(outputs, dim=1), (h.unsqueeze(0), c.unsqueeze(0))
+
+
 class LstmLM(nn.Module):
     """Embedding -> LSTM layers (LayerNorm on each one's outputs) -> logits over the vocabulary.
 
@@ -49,12 +87,13 @@ class LstmLM(nn.Module):
     Output: logits (B, T, vocab).
     """
 
-    def __init__(self, vocab: int, embedding: int, hidden: int, layers: int, layer_norm: bool = True):
+    def __init__(self, vocab: int, embedding: int, hidden: int, layers: int, layer_norm: bool = True,
+                 lstm: str = "fused"):
         super().__init__()
         self.vocab, self.hidden, self.layers = vocab, hidden, layers
         self.embed = nn.Embedding(vocab, embedding)
-        self.lstms = nn.ModuleList(nn.LSTM(embedding if i == 0 else hidden, hidden, batch_first=True)
-                                   for i in range(layers))
+        layer = {"fused": lambda n: nn.LSTM(n, hidden, batch_first=True), "unrolled": lambda n: UnrolledLSTM(n, hidden)}[lstm]
+        self.lstms = nn.ModuleList(layer(embedding if i == 0 else hidden) for i in range(layers))
         self.norms = nn.ModuleList(nn.LayerNorm(hidden) if layer_norm else nn.Identity() for _ in range(layers))
         self.head = nn.Linear(hidden, vocab)
         self._carry: dict[str, torch.Tensor] | None = None
@@ -175,7 +214,7 @@ class LmWorkload(Workload):
     # ------------------------------------------------------------ model and loss
     def build_model(self) -> nn.Module:
         c = self.cfg
-        return LstmLM(self.num_classes, c.embedding, c.hidden, c.layers, c.layer_norm)
+        return LstmLM(self.num_classes, c.embedding, c.hidden, c.layers, c.layer_norm, c.lstm)
 
     def loss(self, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Mean cross-entropy per token of logits (B, T, V) against targets (B, T)."""

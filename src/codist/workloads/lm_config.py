@@ -77,6 +77,11 @@ class LmConfig(WorkloadSection):
     hidden: StrictInt = Field(64, ge=1, description="LSTM units per layer (Anil: 1024)")
     embedding: StrictInt = Field(32, ge=1, description="input embedding size (Anil: 256)")
     layer_norm: bool = Field(True, description="LayerNorm on each LSTM layer's outputs (Anil: 'layer norm')")
+    lstm: Literal["fused", "unrolled"] = Field(
+        "fused", description="the LSTM layers' kernel: 'fused' (torch.nn.LSTM: cuDNN / oneDNN) or 'unrolled' "
+                            "(the same cell and parameters as torch code over the segment's steps, which "
+                            "train.compile can fuse; torch.compile refuses nn.LSTM): the same model, other "
+                            "floating-point order, so a run id of its own (benchmarks/lm_levers.py)")
 
     # ---------------------------------------------------------------- segments and validation
     seq_len: StrictInt = Field(32, ge=1, description="tokens per training segment; hidden state is carried "

@@ -1,0 +1,111 @@
+"""The LM's levers at the batches where sync SGD saturates (issue 50 item 1): seconds per update of
+codist's own loop for each way to run the same model, each in a fresh process (one rank, 1 thread,
+efficiency.measure), so a tier can be sized from the fastest one that keeps the verdicts.
+
+    python benchmarks/lm_levers.py [--batches 8192 16384] [--variants fused-fp32 ...] [--out results/bench]
+
+Variants (the model, data and optimizer of efficiency.py's LM row; only the kernel, precision and
+compilation differ):
+- fused-fp32: torch.nn.LSTM (oneDNN on a CPU), fp32: what every committed LM run uses;
+- fused-bf16: the same under train.precision bf16 (autocast);
+- unrolled-fp32: workload.lstm unrolled (lm.UnrolledLSTM: the same cell as torch code), eager;
+- unrolled-fp32-compiled: the same with train.compile (torch.compile fuses the gates' elementwise work;
+  it refuses nn.LSTM, so the fused kernel has no compiled variant);
+- unrolled-bf16-compiled: and under bf16 autocast (not by default: about 30 s an update on a CPU
+  without AMX, where bf16 runs in software).
+
+GFLOP/s use the fused fp32 row's counted FLOPs at that batch (the same model's GEMMs: FlopCounterMode
+does not see inside compiled code), against the same process's fp32 and bf16 GEMM peaks. A row is
+refused at a load average >= benchlib.QUIET_LOAD, as in efficiency.py. Writes
+results/bench/lm_levers.csv; a run replaces the rows of its (cpu, batch, variant) and keeps the others,
+so rows of different CPUs stand side by side, each with its own peaks (a variant's gain is read against
+fused-fp32 of the same CPU and batch).
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from benchmarks import benchlib, efficiency
+from codist.runlog import cpu_model
+
+VARIANTS = {   # name: (workload.lstm, train.precision, train.compile)
+    "fused-fp32": ("fused", "fp32", False),
+    "fused-bf16": ("fused", "bf16", False),
+    "unrolled-fp32": ("unrolled", "fp32", False),
+    "unrolled-fp32-compiled": ("unrolled", "fp32", True),
+    "unrolled-bf16-compiled": ("unrolled", "bf16", True),
+}
+DEFAULT_VARIANTS = ["fused-fp32", "fused-bf16", "unrolled-fp32", "unrolled-fp32-compiled"]
+KEY = ["cpu", "batch", "variant"]
+
+
+def lm_row(batch: int) -> dict:
+    """efficiency.py's LM row at `batch` (its workload section and optimizer), timed without the plain loop."""
+    row = next((r for r in efficiency.plan_rows() if r["workload"]["name"] == "lm" and r["batch"] == batch), None)
+    if row is None:
+        raise SystemExit(f"lm_levers: efficiency.py has no LM row at batch {batch} (its EXTRA_BATCHES give the others)")
+    return {**row, "plain": False}
+
+
+def measure(batch: int, variant: str, flops: float | None) -> dict:
+    lstm, precision, compile_ = VARIANTS[variant]
+    row = lm_row(batch)
+    row = {**row, "workload": {**row["workload"], "lstm": lstm}, "compile": compile_}
+    before = benchlib.loadavg()
+    got = efficiency.measure_child(row, precision)
+    flops = flops or got["flops_per_update"]
+    gflops = flops / got["codist_s_per_update"] / 1e9
+    return {"cpu": cpu_model(), "batch": batch, "variant": variant, "lstm": lstm, "precision": precision,
+            "compile": compile_, "s_per_update": got["codist_s_per_update"], "updates_timed": got["codist_updates_timed"],
+            "flops_per_update": flops, "gflops": gflops,
+            "ratio_to_fp32_peak": gflops / got["gemm_fp32_gflops"], "ratio_to_bf16_peak": gflops / got["gemm_bf16_gflops"],
+            "gemm_fp32_gflops": got["gemm_fp32_gflops"], "gemm_bf16_gflops": got["gemm_bf16_gflops"],
+            "threads": got["threads"], "loadavg_before": before, "loadavg": max(before, benchlib.loadavg()),
+            "torch": got["torch"], "python": platform.python_version(),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
+def with_speedups(table: pd.DataFrame) -> pd.DataFrame:
+    """speedup: fused-fp32's seconds per update over the variant's, same CPU and batch (NaN without one)."""
+    base = table[table.variant == "fused-fp32"].set_index(["cpu", "batch"])["s_per_update"]
+    ref = [base.get((c, b), float("nan")) for c, b in zip(table.cpu, table.batch)]
+    return table.assign(speedup=[r / s for r, s in zip(ref, table.s_per_update)])
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--batches", nargs="+", type=int, default=[8192, 16384])
+    p.add_argument("--variants", nargs="+", default=DEFAULT_VARIANTS, choices=sorted(VARIANTS))
+    p.add_argument("--out", default=str(benchlib.ROOT / "results" / "bench"))
+    args = p.parse_args(argv)
+    variants = sorted(set(args.variants), key=list(VARIANTS).index)
+    measured, refused = [], []
+    for batch in args.batches:
+        flops = None
+        for variant in (["fused-fp32"] + [v for v in variants if v != "fused-fp32"]):
+            got = measure(batch, variant, flops)
+            flops = flops or got["flops_per_update"]   # the fused fp32 row's count for every variant
+            print(f"lm batch {batch} {variant}: {got['s_per_update']:.3f} s/update, {got['gflops']:.1f} GFLOP/s = "
+                  f"{got['ratio_to_fp32_peak']:.0%} of fp32 peak {got['gemm_fp32_gflops']:.0f} (load {got['loadavg']})",
+                  flush=True)
+            if variant not in variants:   # measured only for its FLOP count and as the reference
+                continue
+            kept, why = benchlib.refuse_loaded([got])
+            measured += kept
+            refused += why
+    table = benchlib.replace_rows(Path(args.out) / "lm_levers.csv", pd.DataFrame(measured), KEY)
+    if len(table):
+        benchlib.write_csv(with_speedups(table).sort_values(KEY), args.out, "lm_levers.csv")
+    for line in refused:
+        print(line, file=sys.stderr)
+    return 1 if refused else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
