@@ -57,8 +57,8 @@ EXTRA_BATCHES = {
     "translation": {32: "the embedded preset (Sodhani fig5 and sec4 are not run at this scale yet: issue 37's pilots)"},
 }
 # Workload keys that change the data set's size or draw, not the cost of an update: rows differing only
-# in them are one row.
-SIZE_KEYS = ("train_size", "val_size", "data_seed", "data_dir")
+# in them are one row (label_noise: which labels the generator flips, not the update's cost).
+SIZE_KEYS = ("train_size", "val_size", "data_seed", "data_dir", "label_noise")
 # Workload keys added after rows were measured, left out at their default (as in the run id:
 # codist.config.IN_RUN_ID_UNLESS), so a committed row keeps its workload_config
 ADDED_DEFAULTS = {k.split(".", 1)[1]: v for k, v in benchlib.config.IN_RUN_ID_UNLESS.items() if k.startswith("workload.")}

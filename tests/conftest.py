@@ -17,6 +17,13 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+# Every process of the tests builds DeepSpeed's CPU comm op where codist's ranks do, with the venv's
+# ninja (launch.op_build_env): a bare rank or a test's own DeepSpeed import would otherwise build it a
+# second time (~50 s) in torch's default folder, and again whenever PATH brought another ninja.
+from codist.launching.launch import op_build_env  # noqa: E402
+
+os.environ.update(op_build_env(os.environ))
+
 # A run that trains in a second or two: the embedded image task, a narrow resnet8. Its ranks are
 # forked from a warm server kept for the whole session (start-up ~0.5 s instead of 4-8 s of imports
 # per run; a warm run's rows equal a cold start's: test_warm_launcher); tests of a launcher's own

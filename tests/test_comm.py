@@ -152,10 +152,10 @@ CommMeter(0, model_of=[0]).install_hooks()
 def _python(code: str):
     import subprocess
     import sys
-    # as the launcher sets it: the venv's ninja first (DeepSpeed builds its CPU comm op with it; another
-    # ninja would rebuild the shared build directory)
-    env = {**os.environ, "DS_ACCELERATOR": "cpu", "CUDA_VISIBLE_DEVICES": "",
-           "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])}
+    from codist.launching.launch import op_build_env
+    # as the launcher sets it: the ranks' build folder for DeepSpeed's CPU comm op and the venv's ninja
+    # first (another folder builds the op again; another ninja rebuilds the shared one)
+    env = {**os.environ, "DS_ACCELERATOR": "cpu", "CUDA_VISIBLE_DEVICES": "", **op_build_env(os.environ)}
     return subprocess.run([sys.executable, "-c", code.format(port=_free_port())], capture_output=True, text=True,
                           timeout=300, env=env)
 
