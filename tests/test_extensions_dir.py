@@ -42,6 +42,10 @@ def test_ranks_build_with_this_environments_ninja_whatever_path_started_them(tmp
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("PATH", "/usr/bin:/bin")
         assert launch.launch_env(config.validate(CPU), "cpu", 1)["PATH"].split(os.pathsep)[0] == bin_dir
+        # a system interpreter (no virtual environment): the user's PATH is left as it is, so a
+        # module-loaded compiler ahead of /usr/bin stays ahead
+        mp.setattr(sys, "prefix", sys.base_prefix)
+        assert "PATH" not in launch.op_build_env({"HOME": str(tmp_path), "PATH": "/opt/gcc/bin:/usr/bin"})
 
 
 def read_only_home(tmp_path, *command: str, env: dict) -> subprocess.CompletedProcess:

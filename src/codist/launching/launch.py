@@ -169,13 +169,18 @@ def check_extensions_dir(environ: Mapping[str, str], device: str) -> None:
 
 
 def op_build_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """Where and with which ninja a rank builds DeepSpeed's JIT ops: `extensions_dir`, and PATH with
-    this interpreter's bin folder first. torch's JIT build runs the first `ninja` on PATH, and the
-    environment's own (pip's ninja 1.13) and a system one (Debian's 1.11) write .ninja_log versions
-    the other discards: ranks started with either PATH rebuilt the op (~50 s) at every switch."""
+    """Where and with which ninja a rank builds DeepSpeed's JIT ops: `extensions_dir`, and, in a
+    virtual environment that installs its own ninja, PATH with that environment's bin folder first.
+    torch's JIT build runs the first `ninja` on PATH, and the environment's own (pip's ninja 1.13) and
+    a system one (Debian's 1.11) write .ninja_log versions the other discards: ranks started with
+    either PATH rebuilt the op (~50 s) at every switch. A system interpreter's folder (/usr/bin) is
+    never moved ahead of the user's PATH (a cluster's module-loaded compiler stays first)."""
+    out = {EXTENSIONS: str(extensions_dir(environ)[0])}
     bin_dir = str(Path(sys.executable).parent)
-    path = [p for p in environ.get("PATH", os.defpath).split(os.pathsep) if p and p != bin_dir]
-    return {EXTENSIONS: str(extensions_dir(environ)[0]), "PATH": os.pathsep.join([bin_dir, *path])}
+    path = environ.get("PATH", os.defpath)
+    if sys.prefix != sys.base_prefix and (Path(bin_dir) / "ninja").exists():
+        out["PATH"] = os.pathsep.join([bin_dir, *(p for p in path.split(os.pathsep) if p and p != bin_dir)])
+    return out
 
 
 def launch_env(cfg: RunConfig, device: str, threads: int, launched_unix: float | None = None) -> dict[str, str]:
