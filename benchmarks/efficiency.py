@@ -201,9 +201,6 @@ def measure(row: dict, precision: str) -> dict:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from codist.rank import precision as precision_mod
-    from codist.rank.optim import build_optimizer, build_scheduler
-
     torch.set_num_threads(1)
     peaks = {"fp32": gemm_peak(torch, torch.float32), "bf16": gemm_peak(torch, torch.bfloat16)}
     with one_rank_run(row, precision) as run:
@@ -218,37 +215,42 @@ def measure(row: dict, precision: str) -> dict:
         run.start = WARMUP_UPDATES + 1
 
         codist_s, codist_n = timed(loop_step(run), run.start)
-        if not row.get("plain", True):   # a caller that times codist's loop only (lm_levers.py)
-            return {"flops_per_update": flops, "codist_s_per_update": codist_s, "codist_updates_timed": codist_n,
-                    "gemm_fp32_gflops": peaks["fp32"], "gemm_bf16_gflops": peaks["bf16"],
-                    "torch": torch.__version__, "threads": torch.get_num_threads()}
-        # the plain loop: the same workload's model, optimizer and batches, no harness
-        torch.manual_seed(1009)
-        model = workload.build_model()
-        opt = build_optimizer(model.parameters(), cfg.optimizer)
-        sched = build_scheduler(opt, cfg.schedule, STEPS)
-        stream = workload.train_stream("same", 0, 1, cfg.train.batch_per_rank, 1, 0, cfg.seed)
-        cast = precision_mod.autocast(precision, torch.device("cpu"))
+        got = {"flops_per_update": flops, "codist_s_per_update": codist_s, "codist_updates_timed": codist_n,
+               "gemm_fp32_gflops": peaks["fp32"], "gemm_bf16_gflops": peaks["bf16"],
+               "torch": torch.__version__, "threads": torch.get_num_threads()}
+        if row.get("plain", True):   # lm_levers.py times codist's loop only
+            got.update(plain_loop(torch, workload, cfg, precision))
+    return got
 
-        def plain_step(i: int) -> None:
-            x, y = stream.batch(i)
-            with cast:
-                outputs = workload.forward(model, x)
-            loss = workload.loss(outputs.float(), y)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-            loss.item()
 
-        for i in range(WARMUP_UPDATES):
-            plain_step(i)
-        plain_s, plain_n = timed(plain_step, WARMUP_UPDATES)
-        params = sum(p.numel() for p in model.parameters())
-    return {"flops_per_update": flops, "parameters": params, "codist_s_per_update": codist_s,
-            "codist_updates_timed": codist_n, "plain_s_per_update": plain_s, "plain_updates_timed": plain_n,
-            "gemm_fp32_gflops": peaks["fp32"], "gemm_bf16_gflops": peaks["bf16"],
-            "torch": torch.__version__, "threads": torch.get_num_threads()}
+def plain_loop(torch, workload, cfg, precision: str) -> dict:
+    """The plain loop: the same workload's model, optimizer and batches, no harness, timed."""
+    from codist.rank import precision as precision_mod
+    from codist.rank.optim import build_optimizer, build_scheduler
+
+    torch.manual_seed(1009)
+    model = workload.build_model()
+    opt = build_optimizer(model.parameters(), cfg.optimizer)
+    sched = build_scheduler(opt, cfg.schedule, STEPS)
+    stream = workload.train_stream("same", 0, 1, cfg.train.batch_per_rank, 1, 0, cfg.seed)
+    cast = precision_mod.autocast(precision, torch.device("cpu"))
+
+    def plain_step(i: int) -> None:
+        x, y = stream.batch(i)
+        with cast:
+            outputs = workload.forward(model, x)
+        loss = workload.loss(outputs.float(), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        sched.step()
+        loss.item()
+
+    for i in range(WARMUP_UPDATES):
+        plain_step(i)
+    plain_s, plain_n = timed(plain_step, WARMUP_UPDATES)
+    return {"parameters": sum(p.numel() for p in model.parameters()), "plain_s_per_update": plain_s,
+            "plain_updates_timed": plain_n}
 
 
 def measure_child(row: dict, precision: str) -> dict:

@@ -53,9 +53,10 @@ def lm_row(batch: int) -> dict:
     return {**row, "plain": False}
 
 
-def measure(batch: int, variant: str, flops: float | None) -> dict:
+def measure(row: dict, variant: str, flops: float | None) -> dict:
+    """One variant of efficiency.py's LM `row` (lm_row), timed in a fresh process."""
     lstm, precision, compile_ = VARIANTS[variant]
-    row = lm_row(batch)
+    batch = row["batch"]
     row = {**row, "workload": {**row["workload"], "lstm": lstm}, "compile": compile_}
     before = benchlib.loadavg()
     got = efficiency.measure_child(row, precision)
@@ -87,10 +88,10 @@ def main(argv=None) -> int:
     variants = sorted(set(args.variants), key=list(VARIANTS).index)
     measured, refused, failed = [], [], []
     for batch in args.batches:
-        flops = None
+        flops, row = None, lm_row(batch)   # the plan read once a batch, not once a variant
         for variant in (["fused-fp32"] + [v for v in variants if v != "fused-fp32"]):
             try:
-                got = measure(batch, variant, flops)
+                got = measure(row, variant, flops)
             except SystemExit as e:   # a variant this CPU cannot run (oneDNN has no bf16 LSTM without AVX512-BF16)
                 failed.append(f"lm batch {batch} {variant}: failed, no row: {str(e).strip().splitlines()[-1]}")
                 print(failed[-1], file=sys.stderr, flush=True)

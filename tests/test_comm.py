@@ -152,10 +152,8 @@ CommMeter(0, model_of=[0]).install_hooks()
 def _python(code: str):
     import subprocess
     import sys
-    from codist.launching.launch import op_build_env
-    # as the launcher sets it: the ranks' build folder for DeepSpeed's CPU comm op and the venv's ninja
-    # first (another folder builds the op again; another ninja rebuilds the shared one)
-    env = {**os.environ, "DS_ACCELERATOR": "cpu", "CUDA_VISIBLE_DEVICES": "", **op_build_env(os.environ)}
+    # DeepSpeed's op build folder and ninja: conftest's op_build_env, in os.environ for the session
+    env = {**os.environ, "DS_ACCELERATOR": "cpu", "CUDA_VISIBLE_DEVICES": ""}
     return subprocess.run([sys.executable, "-c", code.format(port=_free_port())], capture_output=True, text=True,
                           timeout=300, env=env)
 

@@ -65,8 +65,9 @@ def test_lm_levers_keeps_other_cpus_rows_and_reads_each_variant_against_fused_fp
                  ).to_csv(tmp_path / "lm_levers.csv", index=False)
     seconds = {"fused-fp32": 6.0, "unrolled-fp32": 3.0, "fused-bf16": 2.0}
     load = {"fused-fp32": 1.0, "unrolled-fp32": 1.2, "fused-bf16": 2.5}
-    monkeypatch.setattr(lm_levers, "measure", lambda batch, variant, flops: {
-        "cpu": "this", "batch": batch, "variant": variant, "s_per_update": seconds[variant], "flops_per_update": 1e9,
+    monkeypatch.setattr(lm_levers, "lm_row", lambda batch: {"batch": batch})
+    monkeypatch.setattr(lm_levers, "measure", lambda row, variant, flops: {
+        "cpu": "this", "batch": row["batch"], "variant": variant, "s_per_update": seconds[variant], "flops_per_update": 1e9,
         "gflops": 1e9 / seconds[variant] / 1e9, "ratio_to_fp32_peak": 0.1, "gemm_fp32_gflops": 10.0,
         "loadavg": load[variant]})
     assert lm_levers.main(["--batches", "8192", "--variants", "fused-fp32", "unrolled-fp32", "fused-bf16",
