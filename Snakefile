@@ -34,6 +34,6 @@ rule figures:
     allows only the rules that draw from tables, so the per-run tables and _values.csv are sources
     (table1's churn needs the runs' predictions, which are not committed)."""
     input:
-        [t for t in all_targets() if t.endswith((".png", "_paper.csv", "_paper.md", "claims.csv", "claims.md"))],
+        [t for t in all_targets() if t.endswith((".png", "_paper.csv", "_paper.md", "_decision.csv", "_decision.md", "claims.csv", "claims.md"))],
         frontier=[f"{FRONTIER_DIR}/{w}.png" for w in FRONTIER_WORKLOADS if Path(FRONTIER_DIR, f"{w}_points.csv").exists()]
         + [f"{FRONTIER_DIR}/frontier.md" for w in FRONTIER_WORKLOADS[:1] if Path(FRONTIER_DIR, f"{w}_points.csv").exists()],

@@ -137,6 +137,28 @@ rule plot:
         "{params.python:q} {params.script:q} {params.args} --out {output:q} > {log:q} 2>&1"
 
 
+rule dose_response:
+    """A dose-response figure's decision, by the rule its notes fixed before the runs
+    (analysis/dose_response.py; the figures: its DESIGNS). Reads only the per-seed _values.csv."""
+    input:
+        values=f"{RESULTS}/{{scale}}/{{paper}}/{{figure}}_values.csv",
+        spec=f"{REPLICATIONS}/{{paper}}/experiments.yaml",
+    output:
+        csv=f"{RESULTS}/{{scale}}/{{paper}}/{{figure}}_decision.csv",
+        markdown=f"{RESULTS}/{{scale}}/{{paper}}/{{figure}}_decision.md",
+    log:
+        f"{RESULTS}/{{scale}}/logs/{{paper}}/{{figure}}_decision.log",
+    params:
+        python=PYTHON,
+        script=ANALYSIS / "dose_response.py",
+    conda: CONDA_ENV
+    localrule: True
+    shell:
+        "{params.python:q} {params.script:q} --figure {wildcards.paper}/{wildcards.figure}"
+        " --values {input.values:q} --experiments {input.spec:q} --csv {output.csv:q}"
+        " --markdown {output.markdown:q} > {log:q} 2>&1"
+
+
 rule claims:
     """One paper's claims table: effect per seed, spread and verdict (analysis/claims.py)."""
     input:

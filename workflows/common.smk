@@ -15,6 +15,7 @@ from snakemake.settings.types import DeploymentMethod
 
 from workflows.experiments import KINDS, ExperimentsError, load_plan, manifest_text, unplanned_target
 from workflows.workflow_config import WorkflowConfigError, check
+from analysis.dose_response import DESIGNS as DOSE_RESPONSE
 
 try:   # --config keys and values (workflows/workflow_config.py): a typo fails here, naming what is allowed
     CONFIG = check(config)
@@ -86,6 +87,8 @@ def figure_targets(paper, figure):
     exts = [".png", ".csv", ".md", "_curves.csv"]
     if PLAN.figure(paper, figure).kind == "table":
         exts += ["_values.csv", "_paper.csv", "_paper.md"]
+    if f"{paper}/{figure}" in DOSE_RESPONSE:
+        exts += ["_decision.csv", "_decision.md"]
     return [figure_prefix(paper, figure) + ext for ext in exts]
 
 

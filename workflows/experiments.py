@@ -466,7 +466,7 @@ def unplanned_target(plan: Plan, results: str, target: str) -> str | None:
     a figure or paper that does not exist (the closest known names, by difflib), where Snakemake
     would only say it has no rule for it; None for any other file."""
     m = re.fullmatch(rf"{re.escape(results.rstrip('/'))}/{re.escape(plan.scale)}/([^/]+)/([^/]+?)"
-                     r"(_curves\.csv|_paper\.csv|_paper\.md|_values\.csv|_runs\.json|\.png|\.csv|\.md)",
+                     r"(_curves\.csv|_paper\.csv|_paper\.md|_values\.csv|_decision\.csv|_decision\.md|_runs\.json|\.png|\.csv|\.md)",
                      os.path.normpath(target))
     if not m or (m[1], m[2]) in plan.figures or m[2] in PAPER_FILES:
         return None

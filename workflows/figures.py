@@ -5,8 +5,10 @@
 Runs Snakemake's `figures` target (Snakefile: every figure and claims table of `all`, and the
 frontier's figures) allowing, and forcing, only the rules that draw from tables (REDRAW_RULES), so
 the per-run tables (<figure>.csv, _curves.csv, .md) and the table figures' _values.csv are sources
-and no run is planned; the _paper tables are redrawn from _values.csv (rule paper_table_redraw).
-The scripts are the workflow's own (analysis/plot_*.py, paper_table.py, claims.py, frontier_plot.py).
+and no run is planned; the _paper tables are redrawn from _values.csv (rule paper_table_redraw), and so
+are the dose-response decisions (rule dose_response).
+The scripts are the workflow's own (analysis/plot_*.py, paper_table.py, dose_response.py, claims.py,
+frontier_plot.py).
 --directory: Snakemake's working directory (the results root is relative to it), e.g. a copy of the
 repository's results elsewhere.
 """
@@ -20,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the rules that read tables, never runs
-REDRAW_RULES = ("figures", "figure_runs", "aggregate_redraw", "paper_table_redraw", "plot", "claims", "claims_all",
+REDRAW_RULES = ("figures", "figure_runs", "aggregate_redraw", "paper_table_redraw", "dose_response", "plot", "claims", "claims_all",
                 "claims_summary", "frontier_runs", "frontier_plot", "frontier")
 
 
