@@ -37,7 +37,7 @@ TARGETS: dict[str, dict] = {
                                               "test_sequential.py::test_declaring_looks_after_results_is_a_design_change_to_declare"]},
     # runs -> the per-figure tables (mean over seeds, reached k of n, the headline model's step_to_target)
     "analysis/aggregate.py": {"tests": ["test_analysis.py"]},
-    "src/codist/rank/distill.py": {"tests": ["test_distill.py"]},
+    "src/codist/algorithms/distillation_loss.py": {"tests": ["test_distill.py"]},
     "src/codist/rank/optim.py": {"tests": ["test_schedule.py"]},
     # the byte formulas at p = 3, 4, every hook, unseen calls and the summary on one forked 4-rank world
     # (test_comm_accounting, ~4 s of CPU) first, so most mutants stop there (-x); then test_comm (2-rank

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from codist.rank.distill import distill_loss, teacher_probs
+from codist.algorithms.distillation_loss import distill_loss, teacher_probs
 
 
 @pytest.mark.parametrize("kind", ["kl", "soft_ce"])

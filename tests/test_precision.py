@@ -17,7 +17,7 @@ from codist.algorithms.state import OutputEnsemble, flat_state
 from codist.rank.comm import ring_all_reduce_bytes
 from codist.config import ConfigError
 from codist.rank.cuda_defaults import maybe_compile, place_model
-from codist.rank.distill import distill_loss, teacher_probs
+from codist.algorithms.distillation_loss import distill_loss, teacher_probs
 from codist.rank.engine import deepspeed_config
 from codist.workloads import build_workload
 from conftest import TINY, deep_update, launch_run, read_rows, read_summary

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from ..rank.distill import distill_loss, teacher_probs
+from .distillation_loss import distill_loss, teacher_probs
 from .base import Algorithm
 from .state import flat_state, frozen, load_flat_state
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..rank.distill import distill_loss
+from .distillation_loss import distill_loss
 from .base import Algorithm
 from .state import OutputEnsemble, flat_state, frozen, load_flat_state
 

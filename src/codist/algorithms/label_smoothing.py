@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from ..rank.distill import distill_loss
+from .distillation_loss import distill_loss
 from .base import Algorithm
 
 

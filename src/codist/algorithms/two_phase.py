@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from ..rank.distill import distill_loss, teacher_probs
+from .distillation_loss import distill_loss, teacher_probs
 from .base import Algorithm
 from .state import frozen
 

@@ -4,7 +4,7 @@
   train, finish.
 - `distributed` (process groups, srun tasks' variables), `engine` (DeepSpeed engines),
   `optim`, `precision`, `cuda_defaults`: what set-up builds.
-- `data` (per-rank batches), `evaluation` (sharded evaluation), `checkpoint`, `distill`,
+- `data` (per-rank batches), `evaluation` (sharded evaluation), `checkpoint`,
   `probes`: what the loop and the algorithms call.
 - `comm` (the communication meter), `heartbeat` (what the hang watchdog reads), `progress`.
 

@@ -13,7 +13,8 @@ torch.amp.GradScaler: a step with inf/NaN gradients is skipped and the scale hal
 all-reduce: that tensor is what is sent, so the meter counts 2 bytes per value.
 
 The model outputs are cast back to fp32 (`Algorithm.forward`), so task, distillation and ensemble
-terms are computed in fp32 (`codist.rank.distill` and the output ensemble cast their inputs too).
+terms are computed in fp32 (`codist.algorithms.distillation_loss` and the output ensemble cast
+their inputs too).
 Evaluation runs under the same autocast (which computes its losses in fp32), so a local model and
 an ensemble of such models are scored alike.
 """
