@@ -224,7 +224,7 @@ def period_fraction(cfg: dict) -> float:
 def lr_wd_sum(cfg: dict) -> float:
     """Sum over updates of lr x weight decay (how much L2 acts), under the run's schedule."""
     from codist.config import validate
-    from codist.rank.optim import lr_factor, weight_decay_at
+    from codist.runtime.optim import lr_factor, weight_decay_at
     c = validate(cfg, source="regime lr_wd_sum")
     steps = c.train.steps
     changes = {int(k): float(v) for k, v in c.schedule.weight_decay_changes.items()}

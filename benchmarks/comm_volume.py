@@ -61,7 +61,7 @@ import pandas as pd
 from codist import config
 from codist.launching import launch
 from codist.algorithms.state import flat_state
-from codist.rank.comm import ring_all_reduce_bytes
+from codist.runtime.comm import ring_all_reduce_bytes
 from codist.workloads import build_workload
 from codist.workloads.lm import LstmLM
 from codist.workloads.lm_config import ANIL_VOCAB_SIZE

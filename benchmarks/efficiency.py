@@ -225,8 +225,8 @@ def measure(row: dict, precision: str) -> dict:
 
 def plain_loop(torch, workload, cfg, precision: str) -> dict:
     """The plain loop: the same workload's model, optimizer and batches, no harness, timed."""
-    from codist.rank import precision as precision_mod
-    from codist.rank.optim import build_optimizer, build_scheduler
+    from codist.runtime import precision as precision_mod
+    from codist.runtime.optim import build_optimizer, build_scheduler
 
     torch.manual_seed(1009)
     model = workload.build_model()

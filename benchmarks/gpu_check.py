@@ -8,7 +8,7 @@ the real workload builder (src/codist/workloads) makes the model; inputs are syn
 real shapes (224x224 images, 32x32 CIFAR images, 32-token LM segments, Criteo's 13 + 26 features,
 sentence pairs of the data set's mean length), so no data set is needed. A step is forward, the
 workload's loss, backward and the run's optimizer, at one of three maths (`--precisions`), each
-under the math backends a run sets (codist.rank.cuda_defaults.configure_backends): tf32 (fp32
+under the math backends a run sets (codist.runtime.cuda_defaults.configure_backends): tf32 (fp32
 weights, TF32 matmuls and convolutions: a run's default, `train.tf32`), fp32 (TF32 off: a run with
 `train.tf32: false`) or bf16 (torch.autocast(bfloat16), TF32 on for what stays fp32); each row
 records the settings it ran under, and the budget takes a row only for the math it records.
@@ -154,7 +154,7 @@ def bench(spec: Spec, precision: str, steps: int, warmup: int, device: str, tabl
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from codist.rank.optim import build_optimizer
+    from codist.runtime.optim import build_optimizer
 
     cfg, batch = spec.cfg, batch or spec.batch
     workload = data_free(cfg, table)
@@ -200,10 +200,10 @@ def bench(spec: Spec, precision: str, steps: int, warmup: int, device: str, tabl
 def set_math(precision: str, device: str) -> dict:
     """Set the process's math backends as a run at `precision` (tf32, fp32 or bf16) sets them on
     `device` (a run's own function: TF32 on unless fp32, cuDNN autotuning; nothing on the CPU);
-    returns what they are now (codist.rank.cuda_defaults.backend_settings), for the row."""
+    returns what they are now (codist.runtime.cuda_defaults.backend_settings), for the row."""
     import torch
 
-    from codist.rank.cuda_defaults import backend_settings, configure_backends
+    from codist.runtime.cuda_defaults import backend_settings, configure_backends
     configure_backends(torch.device(device), tf32=precision != "fp32")
     return backend_settings()
 

@@ -77,7 +77,7 @@ def _setup_worker(kind: str, steps: int):
     import torch.distributed as dist
 
     from codist import config
-    from codist.rank.optim import build_optimizer, build_scheduler
+    from codist.runtime.optim import build_optimizer, build_scheduler
     from codist.workloads import build_workload
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
@@ -103,7 +103,7 @@ def worker(kind: str, steps: int, batch: int, result: str) -> None:
     torch, dist, cfg, workload, model, opt, sched, world, rank = _setup_worker(kind, steps)
     import torch.nn.functional as F
 
-    from codist.rank.data import BatchStream
+    from codist.runtime.data import BatchStream
     train = workload.train_dataset()
     engine = None
     if kind == "ddp":

@@ -61,8 +61,8 @@ def main() -> None:
 
     from codist import config
     from codist.rank import train
-    from codist.rank.data import BatchStream
-    from codist.rank.optim import build_optimizer, build_scheduler
+    from codist.runtime.data import BatchStream
+    from codist.runtime.optim import build_optimizer, build_scheduler
 
     steps = args.block * args.blocks
     raw = benchlib.merge(benchlib.preset("cifar"), {"name": "loop-overhead", "train": {

@@ -38,13 +38,13 @@ TARGETS: dict[str, dict] = {
     # runs -> the per-figure tables (mean over seeds, reached k of n, the headline model's step_to_target)
     "analysis/aggregate.py": {"tests": ["test_analysis.py"]},
     "src/codist/algorithms/distillation_loss.py": {"tests": ["test_distill.py"]},
-    "src/codist/rank/optim.py": {"tests": ["test_schedule.py"]},
+    "src/codist/runtime/optim.py": {"tests": ["test_schedule.py"]},
     # the byte formulas at p = 3, 4, every hook, unseen calls and the summary on one forked 4-rank world
     # (test_comm_accounting, ~4 s of CPU) first, so most mutants stop there (-x); then test_comm (2-rank
     # formulas, DeepSpeed's cache refused; its slow DeepSpeed-logger run left out). The device check on two
     # spawned ranks (test_device_collectives, 18 s: what a survivor costs, doubled) judges the survivors'
     # rerun only (tests are only ever added between a run and its survivors' rerun)
-    "src/codist/rank/comm.py": {"tests": ["test_comm_accounting.py", "test_comm.py", "test_device_collectives.py"],
+    "src/codist/runtime/comm.py": {"tests": ["test_comm_accounting.py", "test_comm.py", "test_device_collectives.py"],
                                 "marks": "not slow"},
     # test_fault_tolerance.py is all slow (deselected: it judged nothing here); the not-slow tests that reach
     # checkpoint.py: its contract on real files (3 s, first: most mutants stop there), resume agreement

@@ -16,9 +16,9 @@ def start(rank: int, port: int, algorithm: dict, stream_rank: int = 0):
     from codist import config
     from codist.algorithms import TrainContext
     from codist.algorithms.codistill import Codistill
-    from codist.rank.comm import CommMeter
-    from codist.rank.data import BatchStream
-    from codist.rank.distributed import init
+    from codist.runtime.comm import CommMeter
+    from codist.runtime.data import BatchStream
+    from codist.runtime.distributed import init
     from codist.workloads import build_workload
 
     cfg = config.validate(deep_update(TINY, {"parallel": {"world_size": 2, "models": 2},

@@ -1,7 +1,7 @@
 """A plugin algorithm whose set-up (the rank's preparation, before its first update) takes long:
 rank `slow_rank` waits `prepare_s` seconds before building its model, the others go on and wait for
 it in their first collective, as ranks wait for the one that parses or tokenizes a data set.
-`how` is what the preparation looks like to the heartbeat (codist.rank.heartbeat):
+`how` is what the preparation looks like to the heartbeat (codist.runtime.heartbeat):
 - "progress": a reader that waits on files and reports each chunk (`heartbeat.progress()`);
 - "cpu": work on the CPU that reports nothing;
 - "hang": a rank blocked for good (no progress, no CPU): the watchdog must kill the run.
@@ -14,10 +14,10 @@ from typing import Literal
 import torch
 from pydantic import Field
 
-from codist.rank import heartbeat
 from codist.algorithms import register
 from codist.algorithms.base import Algorithm
 from codist.algorithms.sections import AlgorithmSection
+from codist.runtime import heartbeat
 
 
 class SlowPrepConfig(AlgorithmSection):

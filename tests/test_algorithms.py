@@ -7,8 +7,8 @@ from conftest import launch_run, read_rows, read_summary
 
 from codist import config
 from codist.algorithms.state import OutputEnsemble, flat_state
-from codist.rank.comm import ring_all_reduce_bytes
-from codist.rank.data import eval_batches, model_data
+from codist.runtime.comm import ring_all_reduce_bytes
+from codist.runtime.data import eval_batches, model_data
 from codist.workloads import build_workload
 from conftest import TINY, deep_update
 
@@ -91,8 +91,8 @@ def _reference_local_sgd(rank, world, port, extra, out):
     import os
     import torch.distributed as dist
     from torch.distributed.algorithms.model_averaging.averagers import PeriodicModelAverager
-    from codist.rank.data import BatchStream
-    from codist.rank.optim import build_optimizer
+    from codist.runtime.data import BatchStream
+    from codist.runtime.optim import build_optimizer
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)

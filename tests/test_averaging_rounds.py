@@ -16,8 +16,8 @@ WORLD, MODELS = 4, 2   # ranks 0, 1 train model 0; ranks 2, 3 model 1
 def _rank(rank, algorithm):
     from codist.algorithms import TrainContext, spec
     from codist.algorithms.updates import LocalUpdate
-    from codist.rank.comm import CommMeter
-    from codist.rank.distributed import topology
+    from codist.runtime.comm import CommMeter
+    from codist.runtime.distributed import topology
     # the round is under test, not the update mechanics: no DeepSpeed engine in 4 forked processes
     strategy = spec(algorithm["name"]).strategy_class()
     cls = type(strategy.__name__, (strategy,), {"build_update": lambda self, model: LocalUpdate(self.cfg, model)})

@@ -23,8 +23,8 @@ def _ranks(rank, port, out):
     torch.set_num_threads(1)
     from codist.algorithms import TrainContext, base, build_algorithm
     from codist.algorithms.updates import LocalUpdate
-    from codist.rank.comm import CommMeter
-    from codist.rank.distributed import topology
+    from codist.runtime.comm import CommMeter
+    from codist.runtime.distributed import topology
     from codist.workloads import build_workload
     # the exchange, not the update mechanics, is under test: no DeepSpeed engine in 4 processes
     base.Algorithm.build_update = lambda self, model: LocalUpdate(self.cfg, model)

@@ -205,7 +205,7 @@ def test_a_gpu_checkpoint_resumes_on_the_cpu_without_touching_a_gpu_generator(mo
 def _one_rank(rank, port, run, out):
     import torch.distributed as dist
 
-    from codist.rank.comm import CommMeter
+    from codist.runtime.comm import CommMeter
     try:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         dist.init_process_group("gloo", rank=0, world_size=1)

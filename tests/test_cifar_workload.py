@@ -327,7 +327,7 @@ def test_augmented_batches_equal_one_image_at_a_time_bit_for_bit():
     from torch.utils.data import TensorDataset
     from torch.utils.data._utils.collate import default_collate
 
-    from codist.rank.data import BatchStream, model_data
+    from codist.runtime.data import BatchStream, model_data
 
     g = torch.Generator().manual_seed(0)
     aug = RandomCropFlip(TensorDataset(torch.randn(64, 3, 12, 12, generator=g), torch.randint(0, 10, (64,), generator=g)),

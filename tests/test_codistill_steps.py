@@ -40,8 +40,8 @@ def _rank(rank):
     from codist.algorithms import TrainContext
     from codist.algorithms.codistill import Codistill
     from codist.algorithms.updates import LocalUpdate
-    from codist.rank.comm import CommMeter
-    from codist.rank.distributed import topology
+    from codist.runtime.comm import CommMeter
+    from codist.runtime.distributed import topology
 
     class LocalCodistill(Codistill):
         def build_update(self, model):

@@ -7,7 +7,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from codist.rank.comm import CATEGORIES, CommMeter, ring_all_reduce_bytes, summarize
+from codist.runtime.comm import CATEGORIES, CommMeter, ring_all_reduce_bytes, summarize
 
 
 def test_ring_all_reduce_closed_form():
@@ -59,7 +59,7 @@ def test_meter_counts_real_collectives_by_formula_and_tier():
     world = 4
     with mp.Manager() as manager:
         out = manager.dict()
-        # forked, not spawned: the ranks need only what this process has imported (torch, codist.rank.comm),
+        # forked, not spawned: the ranks need only what this process has imported (torch, codist.runtime.comm),
         # and spawning 4 interpreters cost ~3 s of CPU each for those imports; they touch only tiny
         # tensors and gloo, never an OpenMP region
         mp.start_processes(_worker, args=(world, _free_port(), out), nprocs=world, start_method="fork")
@@ -127,7 +127,7 @@ def test_meter_agrees_with_deepspeeds_comms_logger_on_a_two_rank_run(tmp_path, w
 
 UNSEEN = """
 import os, torch, torch.distributed as dist
-from codist.rank.comm import CommMeter, install_hooks, summarize
+from codist.runtime.comm import CommMeter, install_hooks, summarize
 os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="{port}")
 install_hooks()
 dist.init_process_group("gloo", rank=0, world_size=1)
@@ -142,7 +142,7 @@ dist.destroy_process_group()   # left to interpreter exit, gloo's teardown can a
 
 CACHED_FIRST = """
 import os, datetime, deepspeed
-from codist.rank.comm import CommMeter
+from codist.runtime.comm import CommMeter
 os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="{port}", RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
 deepspeed.init_distributed(dist_backend="gloo", auto_mpi_discovery=False)   # before the hooks
 CommMeter(0, model_of=[0]).install_hooks()

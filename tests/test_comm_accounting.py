@@ -1,5 +1,5 @@
 """The communication meter's accounting at group sizes other than 2 (issue 29): every byte formula of
-codist.rank.comm at p = 3 and 4 on a real 4-rank gloo world, each hooked torch.distributed entry point
+codist.runtime.comm at p = 3 and 4 on a real 4-rank gloo world, each hooked torch.distributed entry point
 counted once with its payload, tier and category, what the meter did not see, and the counters'
 round trip through a checkpoint tensor and summary.json's comm section. Expected values are worked
 out by hand in the comments (the module docstring's formulas), never by calling the meter."""
@@ -14,8 +14,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from codist.rank import comm
-from codist.rank.comm import CATEGORIES, CollectiveDeviceError, CommMeter, Counter, summarize
+from codist.runtime import comm
+from codist.runtime.comm import CATEGORIES, CollectiveDeviceError, CommMeter, Counter, summarize
 
 # 4 ranks: model 0 holds ranks 0, 1, 2 (a group of three), model 1 holds rank 3
 MODEL_OF = [0, 0, 0, 1]

@@ -11,7 +11,7 @@ import torch
 from pydantic import ValidationError
 from torch.nn import functional as F
 
-from codist.rank.data import BatchStream, model_data
+from codist.runtime.data import BatchStream, model_data
 from codist.workloads import ctr as C
 from codist.workloads.ctr_config import CtrConfig
 

@@ -15,7 +15,7 @@ from test_imagenet_workload import write_imagefolder
 from test_translation_workload import SMALL as TRANSLATION_SMALL
 from test_translation_workload import write_fairseq
 
-from codist.rank.data import PrefetchStream
+from codist.runtime.data import PrefetchStream
 from codist.workloads import build_workload, cifar, ctr, ctr_embedded, embedded_images, imagenet
 from codist.workloads import translation_data
 from codist.workloads.cifar_config import CifarConfig

@@ -26,8 +26,8 @@ def join(rank: int, port: int):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank),
                       WORLD_SIZE="2", LOCAL_WORLD_SIZE="2", DS_ACCELERATOR="cpu")
     torch.set_num_threads(1)
-    from codist.rank.comm import CommMeter
-    from codist.rank.distributed import init
+    from codist.runtime.comm import CommMeter
+    from codist.runtime.distributed import init
     topo = init(2, "cpu:gloo,meta:gloo", timeout_s=60)   # meta registered: batch_isend_irecv asks for its backend
     meter = CommMeter(topo.rank, topo.model_of(), META)
     meter.install_hooks()
@@ -84,9 +84,9 @@ def passed(outcome, part: str) -> None:
 
 
 def loop_call_sites(topo, meter):
-    from codist.rank.comm import CollectiveDeviceError
     from codist.rank.evaluation import Evaluator
     from codist.rank.train import StopFlag, job_traffic
+    from codist.runtime.comm import CollectiveDeviceError
     ctx, algo = algorithm_on(topo, meter, {"name": "codistill"})
     # the check itself: a CPU tensor, one line naming the category and this file's line
     with pytest.raises(CollectiveDeviceError) as e:
@@ -145,7 +145,7 @@ def test_every_algorithms_exchanges_use_the_runs_device(outcome):
 def ring_exchange(topo, meter):
     """`topology: ring`'s point-to-point exchange, on real CPU tensors: one batch_isend_irecv (NCCL can
     deadlock on separate isend/irecv), each side's bytes counted once, between the groups."""
-    from codist.rank.comm import CommMeter
+    from codist.runtime.comm import CommMeter
     batches = []
     batched = dist.batch_isend_irecv
     dist.batch_isend_irecv = lambda ops: batches.append(len(ops)) or batched(ops)

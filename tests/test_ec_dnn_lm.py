@@ -25,8 +25,8 @@ RUN = deep_update({**TINY, "workload": WORKLOAD},
 def _rank(rank):
     from codist.algorithms import TrainContext
     from codist.algorithms.ensemble_compress import EnsembleCompress
-    from codist.rank.comm import CommMeter
-    from codist.rank.distributed import topology
+    from codist.runtime.comm import CommMeter
+    from codist.runtime.distributed import topology
     cfg = config.validate(RUN)
     topo = topology(2)
     algo = EnsembleCompress(TrainContext(cfg, topo, CommMeter(rank, topo.model_of()),

@@ -7,7 +7,7 @@ from conftest import TINY, deep_update, launch_run, read_rows
 from torch.utils.data import Dataset, Subset, TensorDataset
 
 from codist import config
-from codist.rank.data import evaluation_slice
+from codist.runtime.data import evaluation_slice
 from codist.workloads import build_workload
 
 

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflows"))
 from experiments import load_plan  # noqa: E402
 
-from codist.rank.optim import weight_decay_at  # noqa: E402
+from codist.runtime.optim import weight_decay_at  # noqa: E402
 
 IMAGENET_TRAIN = 1_281_167   # images in ImageNet-1k's train split (Goyal et al.'s epochs)
 

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from conftest import TINY, deep_update, launch_run, read_rows, read_summary
 
 from codist import config
-from codist.rank.comm import ring_all_reduce_bytes
+from codist.runtime.comm import ring_all_reduce_bytes
 from codist.workloads import build_workload
 
 pytestmark = pytest.mark.slow

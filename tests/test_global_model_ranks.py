@@ -25,9 +25,9 @@ def _cfg(algorithm: dict):
 def _rank(rank, algorithm):
     from codist.algorithms import TrainContext, spec
     from codist.algorithms.updates import LocalUpdate
-    from codist.rank.comm import CommMeter
-    from codist.rank.distributed import topology
     from codist.rank.evaluation import Evaluator
+    from codist.runtime.comm import CommMeter
+    from codist.runtime.distributed import topology
     # who builds and scores G is under test, not the update mechanics: each rank steps its own
     # optimizer (no DeepSpeed engine in 4 forked processes)
     strategy = spec(algorithm["name"]).strategy_class()

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from codist import config
-from codist.rank.cuda_defaults import backend_settings, configure_backends
-from codist.rank.engine import deepspeed_config
+from codist.runtime.cuda_defaults import backend_settings, configure_backends
+from codist.runtime.engine import deepspeed_config
 from conftest import TINY, deep_update, launch_run
 from torch_backends import restore_backends  # noqa: F401  (a fixture)
 
@@ -146,8 +146,8 @@ def test_the_engine_is_told_the_models_gpu_not_local_rank(monkeypatch):
     gives it the GPU the model is on (the rank's device), and nothing on CPU."""
     import deepspeed
 
-    from codist.rank import engine
-    from codist.rank.distributed import Topology
+    from codist.runtime import engine
+    from codist.runtime.distributed import Topology
     seen = []
     monkeypatch.setattr(deepspeed, "initialize", lambda **kw: seen.append(kw["args"]) or (object(), None, None, None))
     monkeypatch.setattr(engine, "build_optimizer", lambda params, cfg: None)
@@ -176,7 +176,7 @@ def test_one_visible_gpu_at_local_rank_3_is_device_0_and_the_process_group_is_bo
     import torch.distributed as dist
     from deepspeed.accelerator import get_accelerator
 
-    from codist.rank import comm, distributed
+    from codist.runtime import comm, distributed
     ds_comm = importlib.import_module("deepspeed.comm.comm")
     ds_torch = importlib.import_module("deepspeed.comm.torch")   # (deepspeed.comm.torch is also torch itself)
     for key, value in {"RANK": "3", "LOCAL_RANK": "3", "WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "8",
@@ -210,7 +210,7 @@ def test_one_visible_gpu_at_local_rank_3_is_device_0_and_the_process_group_is_bo
 
 ONE_GPU_RANK = """
 import torch, torch.distributed as dist
-from codist.rank import distributed
+from codist.runtime import distributed
 device, backend = distributed.pick_device("cuda")
 distributed.init(1, backend, timeout_s=120)
 x = torch.full((4,), 2.0, device=device)

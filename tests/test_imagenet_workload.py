@@ -5,7 +5,7 @@ import torch
 from PIL import Image
 
 from codist import config
-from codist.rank.data import BatchStream, PrefetchStream
+from codist.runtime.data import BatchStream, PrefetchStream
 from codist.workloads import build_workload
 from codist.workloads.imagenet import check_imagefolder
 

@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from torch.nn import functional as F
 
 from codist.algorithms.state import flat_state, frozen
-from codist.rank.data import eval_batches
+from codist.runtime.data import eval_batches
 from codist.workloads.lm import LmWorkload, LstmLM
 from codist.workloads.lm_config import LmConfig
 from codist.workloads.lm_data import (COUNT_SAMPLE_TOKENS, BytesTokenizer, EmbeddedData, HmmLanguage,

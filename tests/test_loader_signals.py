@@ -8,7 +8,7 @@ import subprocess
 import torch
 from torch.utils.data import Dataset
 
-from codist.rank.data import BatchStream, PrefetchStream
+from codist.runtime.data import BatchStream, PrefetchStream
 
 
 class WorkerPids(Dataset):

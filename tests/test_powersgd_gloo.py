@@ -50,8 +50,8 @@ def _layouts_around_a_relayout(rank, out, width):
 
     from codist import config
     from codist.algorithms import TrainContext, build_algorithm
-    from codist.rank.comm import CommMeter
-    from codist.rank.distributed import topology
+    from codist.runtime.comm import CommMeter
+    from codist.runtime.distributed import topology
     from codist.workloads import build_workload
     from conftest import TINY, deep_update
     torch.set_num_threads(1)

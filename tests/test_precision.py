@@ -11,14 +11,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from codist.rank import checkpoint
 from codist import config
-from codist.algorithms.state import OutputEnsemble, flat_state
-from codist.rank.comm import ring_all_reduce_bytes
-from codist.config import ConfigError
-from codist.rank.cuda_defaults import maybe_compile, place_model
 from codist.algorithms.distillation_loss import distill_loss, teacher_probs
-from codist.rank.engine import deepspeed_config
+from codist.algorithms.state import OutputEnsemble, flat_state
+from codist.config import ConfigError
+from codist.rank import checkpoint
+from codist.runtime.comm import ring_all_reduce_bytes
+from codist.runtime.cuda_defaults import maybe_compile, place_model
+from codist.runtime.engine import deepspeed_config
 from codist.workloads import build_workload
 from conftest import TINY, deep_update, launch_run, read_rows, read_summary
 

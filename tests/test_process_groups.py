@@ -13,7 +13,7 @@ import deepspeed  # noqa: F401  (imported once, before the ranks fork: distribut
 
 
 def _groups(rank, models):
-    from codist.rank import distributed
+    from codist.runtime import distributed
     calls = []
     real = dist.new_group
 
@@ -67,7 +67,7 @@ def _timeouts(rank, port, start_s, train_s, out):
     """A rank as codist.rank.train starts one: env:// variables, then distributed.init."""
     import os
 
-    from codist.rank import distributed
+    from codist.runtime import distributed
     os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=str(port))
     torch.set_num_threads(1)

@@ -6,7 +6,7 @@ from conftest import TINY, deep_update, launch_run
 from torch.utils.data import TensorDataset
 
 from codist.rank import checkpoint
-from codist.rank.data import seed_rank_streams
+from codist.runtime.data import seed_rank_streams
 from codist.workloads.cifar import RandomCropFlip
 
 

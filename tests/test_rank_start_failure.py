@@ -24,7 +24,7 @@ TREE = textwrap.dedent("""
         join_process_group(3)
     rank1 = subprocess.run([sys.executable, __file__, str(out)], env={**os.environ, "RANK": "1"})
     # rank 0 loses its peer in the rendezvous and says so in its state file
-    from codist.rank.heartbeat import Heartbeat
+    from codist.runtime.heartbeat import Heartbeat
     Heartbeat(out, 0, 2).write({"state": "error", "error": "DistNetworkError: the peer closed the connection"})
     sys.exit(1)
 """)

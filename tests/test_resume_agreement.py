@@ -28,7 +28,7 @@ def view(root, latest_step: int):
 def _ranks(rank, port, views, out):
     import torch.distributed as dist
 
-    from codist.rank.comm import CommMeter
+    from codist.runtime.comm import CommMeter
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     meter = CommMeter(rank, [0, 0])
     meter.install_hooks()

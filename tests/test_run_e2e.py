@@ -7,7 +7,7 @@ import torch
 
 from codist import config
 from codist.launching import launch
-from codist.rank.comm import ring_all_reduce_bytes
+from codist.runtime.comm import ring_all_reduce_bytes
 from codist.workloads import build_workload
 
 pytestmark = pytest.mark.slow

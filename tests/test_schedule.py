@@ -1,9 +1,9 @@
-"""Learning-rate and weight-decay schedule (codist.rank.optim): exact values per update, and resume."""
+"""Learning-rate and weight-decay schedule (codist.runtime.optim): exact values per update, and resume."""
 import pytest
 import torch
 
 from codist.config import ConfigError, OptimizerConfig, ScheduleConfig, validate
-from codist.rank.optim import build_optimizer, build_scheduler, lr_factor, weight_decay_at
+from codist.runtime.optim import build_optimizer, build_scheduler, lr_factor, weight_decay_at
 
 
 def sgd(wd=1e-4):

@@ -29,8 +29,8 @@ def _cfg(algorithm: dict):
 
 def _rank(rank, runs):
     from codist.algorithms import TrainContext, build_algorithm
-    from codist.rank.comm import CommMeter
-    from codist.rank.distributed import topology
+    from codist.runtime.comm import CommMeter
+    from codist.runtime.distributed import topology
     topo, out = topology(1), {}
     for name, algorithm in CASES.items():
         cfg = _cfg(algorithm)

@@ -13,7 +13,7 @@ import torch
 from pydantic import ValidationError
 from torch.nn import functional as F
 
-from codist.rank.data import eval_batches
+from codist.runtime.data import eval_batches
 from codist.workloads import translation_data as D
 from codist.workloads.translation import (TranslationWorkload, bleu_from_stats, bleu_stats, collate)
 from codist.workloads.translation_config import TranslationConfig

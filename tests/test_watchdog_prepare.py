@@ -1,4 +1,4 @@
-"""Data preparation never races the hang watchdog (codist.rank.heartbeat, codist.launching.supervise._watch): a rank
+"""Data preparation never races the hang watchdog (codist.runtime.heartbeat, codist.launching.supervise._watch): a rank
 that prepares for longer than launch.hang_timeout_s, reporting progress or working on the CPU,
 trains; a rank blocked for good while preparing is still killed. Real `codist run`s (the warm
 launcher's processes, a 2-rank gloo world) with a plugin algorithm whose set-up is slow
@@ -18,8 +18,8 @@ import yaml
 from conftest import TINY, deep_update
 from test_ctr_workload import criteo_line, write_criteo
 
-from codist.rank import heartbeat
-from codist.rank.heartbeat import Heartbeat, interval
+from codist.runtime import heartbeat
+from codist.runtime.heartbeat import Heartbeat, interval
 
 TESTS = Path(__file__).resolve().parent
 HANG_S = 3   # the watchdog's timeout in these runs; the slow rank prepares for more than twice as long

@@ -13,9 +13,9 @@ import torch
 from codist import config
 from codist.algorithms import TrainContext, build_algorithm
 from codist.algorithms.updates import EngineUpdate, LocalUpdate
-from codist.rank.comm import CommMeter
-from codist.rank.distributed import init
-from codist.rank.precision import autocast
+from codist.runtime.comm import CommMeter
+from codist.runtime.distributed import init
+from codist.runtime.precision import autocast
 from codist.workloads import build_workload
 
 steps = int(sys.argv[1])

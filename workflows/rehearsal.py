@@ -268,7 +268,7 @@ def model_name(cfg: RunConfig, dictionaries: tuple[int, int] | None = None) -> s
 
 
 def closed_form(cfg: RunConfig, params: int, state: int, steps: int, norm: int = 0) -> float:
-    """Training bytes each rank sends per update over `steps` updates, by codist.rank.comm's accounting
+    """Training bytes each rank sends per update over `steps` updates, by codist.runtime.comm's accounting
     (ring all-reduce 2(p-1)/p of the payload; a broadcast's root sends it to each receiver; a ring
     all-gather (K-1) payloads), fp32: the in-group gradient all-reduce of the `params` parameters
     plus, per exchange the algorithm's rule makes, the `state` floats (parameters and buffers)

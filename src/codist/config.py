@@ -131,17 +131,17 @@ class TrainConfig(_Section):
         "init_distance, each local model's L2 distance from its initialisation (Sodhani et al. Fig. 1)")
     precision: Literal["fp32", "bf16", "fp16"] = Field(
         "fp32", description="bf16 / fp16: mixed precision, fp32 master weights, the forward under autocast, "
-        "gradients all-reduced in 16 bits, fp16 with dynamic loss scaling (codist.rank.precision)")
+        "gradients all-reduced in 16 bits, fp16 with dynamic loss scaling (codist.runtime.precision)")
     compile: bool = Field(False, description="torch.compile each trained model (in place; worth it on a GPU); "
                           "not part of the run id")
     tf32: bool = Field(True, description="on a GPU, fp32 matmuls and convolutions in TF32 (Ampere and newer: "
-                       "10-bit mantissa products, fp32 sums; codist.rank.cuda_defaults); no effect on CPU")
+                       "10-bit mantissa products, fp32 sums; codist.runtime.cuda_defaults); no effect on CPU")
     deterministic: bool = Field(False, description="deterministic kernels (torch.use_deterministic_algorithms, "
-                                "cuDNN without autotuning, CUBLAS_WORKSPACE_CONFIG=:4096:8; codist.rank.cuda_defaults): "
+                                "cuDNN without autotuning, CUBLAS_WORKSPACE_CONFIG=:4096:8; codist.runtime.cuda_defaults): "
                                 "reruns give the same numbers; an op without a deterministic kernel fails the run")
 
 
-#: the largest seed: codist.rank.data seeds torch generators with seed * 7919 * 1_000_003 + small terms (< 2**64)
+#: the largest seed: codist.runtime.data seeds torch generators with seed * 7919 * 1_000_003 + small terms (< 2**64)
 SEED_MAX = 2**31 - 1
 
 
@@ -149,7 +149,7 @@ class RunConfig(_Section):
     name: str = Field("", description="a label; not part of the run id")
     source: str = Field("", description="where this setup comes from (paper, section); not part of the run id")
     seed: StrictInt = Field(0, ge=0, le=SEED_MAX, description="at most 2**31 - 1: the data order's generator "
-                            "seeds (codist.rank.data) stay within torch's 64-bit range")
+                            "seeds (codist.runtime.data) stay within torch's 64-bit range")
     scale: Literal["embedded", "full"] = "embedded"
     workload: WorkloadConfig = Field(default_factory=lambda: CifarConfig())
     algorithm: AlgorithmConfig = Field(default_factory=_default_algorithm)

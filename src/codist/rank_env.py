@@ -1,7 +1,7 @@
 """What a rank's environment holds for its threads and device, which GPU it uses, and, for a rank
 started as an srun task, torch.distributed's variables from SLURM's (`srun_env`), computed without
 the config module: codist.launching.launch.launch_env starts from it for every launcher, the warm
-server is keyed by the import-time part of it, and the ranks read it (codist.rank.distributed). The
+server is keyed by the import-time part of it, and the ranks read it (codist.runtime.distributed). The
 contract between the process side and the ranks: it imports nothing of codist."""
 from __future__ import annotations
 

@@ -14,12 +14,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..rank.comm import CommMeter
 from ..config import RunConfig
-from ..rank.cuda_defaults import maybe_compile, place_model
-from ..rank.data import to_device
-from ..rank.distributed import Topology
-from ..rank.precision import autocast
+from ..runtime.comm import CommMeter
+from ..runtime.cuda_defaults import maybe_compile, place_model
+from ..runtime.data import to_device
+from ..runtime.distributed import Topology
+from ..runtime.precision import autocast
 from ..workloads.base import Workload
 from .registry import spec
 from .state import norm_statistics

@@ -17,10 +17,10 @@ import torch
 from torch import nn
 
 from ..config import RunConfig
-from ..rank.distributed import Topology
-from ..rank.engine import build_engine
-from ..rank.optim import build_optimizer, build_scheduler
-from ..rank.precision import grad_scaler
+from ..runtime.distributed import Topology
+from ..runtime.engine import build_engine
+from ..runtime.optim import build_optimizer, build_scheduler
+from ..runtime.precision import grad_scaler
 
 
 class EngineUpdate:

@@ -64,7 +64,7 @@ def preload(workload: str | None = None) -> None:
     module (codist.workloads imports it lazily), and what the ranks' first engine and optimizer
     import lazily: torch._dynamo (torch.optim's constructors, ~2 s), torch.utils.cpp_extension,
     and fairseq's optimizer base class for a workload that `needs_fairseq` (DeepSpeed's engine
-    tries it, ~3 s; codist.rank.engine hides it from the others). Imports only: no torch op runs here."""
+    tries it, ~3 s; codist.runtime.engine hides it from the others). Imports only: no torch op runs here."""
     import torch  # noqa: F401
     import torch._dynamo  # noqa: F401
     import deepspeed  # noqa: F401

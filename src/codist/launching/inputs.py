@@ -60,7 +60,7 @@ SIZE_KEYS = ("train_size", "pairs")
 
 def check_batch(cfg: RunConfig) -> None:
     """A model's global batch (batch_per_rank x its ranks) must fit in the training data it draws from
-    (codist.rank.data.BatchStream), or every rank fails after launch: checked where the config alone
+    (codist.runtime.data.BatchStream), or every rank fails after launch: checked where the config alone
     sets the size, an embedded data set's SIZE_KEYS (a disjoint split gives each model its
     n // models part)."""
     w, b, ranks, models = cfg.workload, cfg.train.batch_per_rank, cfg.parallel.ranks_per_model, cfg.parallel.models

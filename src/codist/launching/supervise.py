@@ -2,7 +2,7 @@
 signals passed on (`Launcher.stop`), the hang watchdog, every process of the tree waited for (not
 only its root: a launcher may die of a signal its ranks are still checkpointing for), and the end
 mapped to one exit code (codist.exits) said in one line, naming the rank that ended the run from
-what each rank wrote (RUN/.ranks/, codist.rank.heartbeat) and the end of its log (RUN/logs/).
+what each rank wrote (RUN/.ranks/, codist.runtime.heartbeat) and the end of its log (RUN/logs/).
 """
 from __future__ import annotations
 
@@ -181,7 +181,7 @@ def log_tail(out: Path, rank: int, lines: int = 8) -> str:
 
 
 def _watch(proc, out: Path, hang_s: int, world: int) -> str | None:
-    """Wait for the tree's root; if no rank has made progress for `hang_s` (codist.rank.heartbeat:
+    """Wait for the tree's root; if no rank has made progress for `hang_s` (codist.runtime.heartbeat:
     updates, or a preparation's progress), kill the tree and say which rank stopped first (a hung
     rank blocks the others in their next collective). Returns as soon as the root exits. The
     ranks' files are read every hang_s / 30 s, at most once a second (30 s at the default 900 s):

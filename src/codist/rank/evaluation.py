@@ -4,10 +4,10 @@ from __future__ import annotations
 import torch
 
 from ..algorithms.base import TrainContext
-from .data import eval_batches, evaluation_slice, to_device
 from .norm_stats import as_saved
-from .precision import autocast
 from .probes import build_probes
+from ..runtime.data import eval_batches, evaluation_slice, to_device
+from ..runtime.precision import autocast
 
 
 class Evaluator:

@@ -26,22 +26,22 @@ import torch
 from . import checkpoint
 from .. import config as config_mod
 from ..algorithms import TrainContext, build_algorithm
-from .comm import CommMeter, summarize
 from ..config import RunConfig
-from .cuda_defaults import backend_settings, configure_backends
 from ..data_root import workload_with_data
-from .data import seed_rank_streams
-from .distributed import Topology, init, pick_device, set_timeout
-from .engine import deepspeed_config
 from .evaluation import Evaluator
 from ..exits import EXIT_BAD_INPUT as EXIT_CONFIG, EXIT_DIVERGED, EXIT_FAILED, EXIT_PREEMPTED  # noqa: F401  (codist.exits: once)
-from .heartbeat import Heartbeat
 from ..owner import owner_gone, start_ticks
 from .progress import Progress
 from ..rank_env import rank_threads
 from ..runlog import (MetricsLog, RunGone, RunGuard, WriteError, atomic_torch_save, atomic_write_bytes,
                      atomic_write_json, git_state, hardware, metrics_record, package_versions, rows_bytes,
                      tee_rank_output)
+from ..runtime.comm import CommMeter, summarize
+from ..runtime.cuda_defaults import backend_settings, configure_backends
+from ..runtime.data import seed_rank_streams
+from ..runtime.distributed import Topology, init, pick_device, set_timeout
+from ..runtime.engine import deepspeed_config
+from ..runtime.heartbeat import Heartbeat
 from ..workloads import build_workload
 
 

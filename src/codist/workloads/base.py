@@ -55,10 +55,10 @@ class Workload(ABC):
         """This rank's training batches: an object with `.batch(step) -> (inputs, targets)`.
 
         `split` says how the models share data (`same`, `shuffled`, `disjoint`, see
-        `codist.rank.data.model_data`). The default serves the finite `train_dataset()`; a
+        `codist.runtime.data.model_data`). The default serves the finite `train_dataset()`; a
         workload that streams fresh data (the LM) overrides this.
         """
-        from ..rank.data import BatchStream, model_data
+        from ..runtime.data import BatchStream, model_data
         data, data_seed = model_data(self.train_dataset(), split, model, models, seed)
         return BatchStream(data, batch_per_rank, ranks, rank, data_seed)
 

@@ -66,9 +66,9 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import Dataset, TensorDataset
 
-from ..rank import heartbeat
-from ..rank.data import eval_batches
 from ..runlog import file_lock
+from ..runtime import heartbeat
+from ..runtime.data import eval_batches
 from .base import Metric, Workload
 from .ctr_config import CATEGORICAL_FEATURES, CRITEO_LAYOUT, DENSE_FEATURES, CtrConfig
 from .ctr_embedded import EmbeddedCtrSource, generate_embedded  # noqa: F401 (generate_embedded: ctr.X callers)

@@ -15,8 +15,8 @@ from pathlib import Path
 from torchvision import datasets
 from torchvision.datasets import folder as tv_folder
 
-from ..rank import heartbeat
 from ..runlog import atomic_write_json, file_lock
+from ..runtime import heartbeat
 
 
 class ListedImageFolder(datasets.ImageFolder):

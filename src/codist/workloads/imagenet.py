@@ -137,7 +137,7 @@ class ImagenetWorkload(Workload):
         """Real images are decoded by the source's `loader_workers` DataLoader processes per rank."""
         stream = super().train_stream(split, model, models, batch_per_rank, ranks, rank, seed)
         if self.data.loader_workers > 0:
-            from ..rank.data import PrefetchStream
+            from ..runtime.data import PrefetchStream
             return PrefetchStream(stream, self.data.loader_workers)
         return stream
 

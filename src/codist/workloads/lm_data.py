@@ -44,8 +44,8 @@ from typing import Iterable, Iterator
 import numpy as np
 import torch
 
-from ..rank import heartbeat
 from ..runlog import file_lock
+from ..runtime import heartbeat
 from . import generated_cache
 from .lm_config import BYTES_VOCAB_SIZE, TEXT_LAYOUT, TEXT_SHARD_PATTERNS, LmConfig
 
@@ -63,7 +63,7 @@ EMBEDDED_TARGET_FRACTION = 0.25
 #: alone may split the states into closed classes)
 TRANSITION_FLOOR = 1e-3
 
-#: model splits of the training data, as in `codist.rank.data.model_data`
+#: model splits of the training data, as in `codist.runtime.data.model_data`
 SPLITS = ("same", "shuffled", "disjoint")
 
 

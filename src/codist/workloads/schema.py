@@ -25,7 +25,7 @@ class WorkloadSection(BaseModel):
     #: the ranks import fairseq (models, data); otherwise DeepSpeed's fairseq import is hidden
     needs_fairseq: ClassVar[bool] = False
     #: the model is convolutional: on a GPU it is kept in channels_last (NHWC), which cuDNN's
-    #: convolutions run fastest in, especially under bf16/fp16 (codist.rank.cuda_defaults)
+    #: convolutions run fastest in, especially under bf16/fp16 (codist.runtime.cuda_defaults)
     convnet: ClassVar[bool] = False
 
 

@@ -12,13 +12,13 @@ the data are needed, so `import codist.workloads` stays cheap for the other work
 
 Batches. A training item is one sentence pair (source and target token ids, both ending in
 eos, as fairseq-preprocess writes them). `train_stream` serves `train.batch_per_rank`
-*sentences* per rank and update, chosen by `codist.rank.data.BatchStream.indices` (so the data
-splits of `codist.rank.data.model_data` and the step-pure order hold), padded by `collate` as
+*sentences* per rank and update, chosen by `codist.runtime.data.BatchStream.indices` (so the data
+splits of `codist.runtime.data.model_data` and the step-pure order hold), padded by `collate` as
 fairseq's LanguagePairDataset does: source left-padded, target right-padded,
 prev_output_tokens = eos + target without its eos. Sentences are never dropped to round batch
 sizes; as everywhere in codist, an epoch's last incomplete global batch is skipped (a different
 random remainder each epoch). Validation items are padded to the longest validation pair, so
-`codist.rank.data.eval_batches` (default_collate) can stack them; `forward` trims columns that are
+`codist.runtime.data.eval_batches` (default_collate) can stack them; `forward` trims columns that are
 padding in the whole batch, so this costs nothing.
 
 Inputs and outputs. Batch inputs are dicts {src_tokens, src_lengths, prev_output_tokens};
@@ -117,7 +117,7 @@ class TranslationStream:
     """This rank's training batches: `batch(step)` is a pure function of the step."""
 
     def __init__(self, dataset: Dataset, batch_per_rank: int, ranks: int, rank: int, seed: int, pad: int, eos: int):
-        from ..rank.data import BatchStream
+        from ..runtime.data import BatchStream
         self.inner = BatchStream(dataset, batch_per_rank, ranks, rank, seed)
         self.dataset, self.pad, self.eos = dataset, pad, eos
 
@@ -262,7 +262,7 @@ class TranslationWorkload(Workload):
 
     def train_stream(self, split, model, models, batch_per_rank, ranks, rank, seed):
         """Sentence-pair batches padded per batch; indices exactly as codist's BatchStream."""
-        from ..rank.data import model_data
+        from ..runtime.data import model_data
         data, data_seed = model_data(self.train_dataset(), split, model, models, seed)
         return TranslationStream(data, batch_per_rank, ranks, rank, data_seed, self.tgt_dict.pad(),
                                  self.tgt_dict.eos())

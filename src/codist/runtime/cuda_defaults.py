@@ -9,7 +9,7 @@ but for the deterministic mode a run asks for):
 - channels_last (NHWC) for convolutional models (`WorkloadSection.convnet`): cuDNN's tensor-core
   convolutions run in it (PyTorch converts NCHW inputs of a channels_last convolution itself);
 - pinned host memory for the image loader's batches, so the `non_blocking` copies of
-  `codist.rank.data.to_device` overlap the compute (the loader's workers live for the whole run: its
+  `codist.runtime.data.to_device` overlap the compute (the loader's workers live for the whole run: its
   batch sampler never ends, which is what `persistent_workers` would give a finite one);
 - `train.deterministic` (default off; any device): torch.use_deterministic_algorithms(True), cuDNN
   without autotuning, cuBLAS's deterministic workspace (CUBLAS_WORKSPACE_CONFIG=:4096:8), so two runs

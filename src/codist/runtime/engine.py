@@ -16,7 +16,7 @@ from .precision import deepspeed_section
 
 def deepspeed_config(cfg: RunConfig) -> dict:
     """The engine's JSON config. Data parallel (ZeRO stage 0), fp32 or mixed precision with fp32
-    master weights (codist.rank.precision), no built-in logging and no timers: DeepSpeed's throughput
+    master weights (codist.runtime.precision), no built-in logging and no timers: DeepSpeed's throughput
     timer is on by default and synchronises the device at the start and end of every step (two
     host waits per update on a GPU); the wall-clock breakdown and the flops profiler would add their
     own. (No "comms_logger" key: DeepSpeed turns its comms logger on when the key exists at all.)"""

@@ -13,7 +13,7 @@ bandwidth-optimal algorithm of each collective (p = group size, B = payload byte
 `install_hooks` wraps torch.distributed's collectives, the one choke point through which
 our own calls, DeepSpeed's engine (deepspeed.comm calls torch.distributed) and torch's
 averagers and DDP comm hooks all pass; each is counted under the current category. The wrappers
-go in before `deepspeed.init_distributed` (codist.rank.distributed.init), which caches two of them;
+go in before `deepspeed.init_distributed` (codist.runtime.distributed.init), which caches two of them;
 collectives before the rank's meter exists are counted as setup. What the meter did not see is
 flagged: each gloo process group numbers its collectives, and `unseen_calls` is that number minus
 the calls the meter counted on the group (summary.json: comm.unseen_collectives_all_ranks).
@@ -161,7 +161,7 @@ class CommMeter:
     # ------------------------------------------------------------ the hooks
     def install_hooks(self) -> None:
         """Make this the meter every collective of this process is counted by (the hooks
-        themselves go in before DeepSpeed starts: codist.rank.distributed.init calls install_hooks());
+        themselves go in before DeepSpeed starts: codist.runtime.distributed.init calls install_hooks());
         collectives counted before, while setting up the process groups, are counted as setup."""
         global _active
         install_hooks()
@@ -388,8 +388,8 @@ def _refuse_unmetered_deepspeed_cache() -> None:
         fn = getattr(backend, attr, None)
         if fn is not None and not getattr(fn, "_codist_metered", False):
             raise RuntimeError(f"deepspeed.init_distributed ran before the communication meter's hooks: DeepSpeed's "
-                               f"{attr} ({fn.__name__}) would go uncounted; call codist.rank.comm.install_hooks() first "
-                               f"(codist.rank.distributed.init does)")
+                               f"{attr} ({fn.__name__}) would go uncounted; call codist.runtime.comm.install_hooks() first "
+                               f"(codist.runtime.distributed.init does)")
 
 
 def summarize(totals: torch.Tensor, world_size: int, updates: int) -> dict:
