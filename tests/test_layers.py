@@ -18,14 +18,15 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
-LAYERS = ("entry", "process", "rank", "config", "base")   # top first: a module imports its own layer or lower
+# top first: a module imports its own layer or lower
+LAYERS = ("entry", "process", "rank", "plug-in", "runtime", "config", "base")
 RULES = (   # (module pattern, layer), first match wins
     # entry: the command a user runs
     ("codist.__main__", "entry"), ("codist.cli", "entry"),
     # process side: check, start, supervise and own a run's processes and directory; the data commands
     ("codist.launching", "process"), ("codist.launching.*", "process"),
     ("codist.datacheck", "process"), ("codist.fake_data", "process"), ("codist.fake_data.*", "process"),
-    # rank side: what one rank runs (set-up, train, evaluate, checkpoint, meter)
+    # rank side, the loop: what one rank runs (set-up, train, evaluate, checkpoint), calling the plug-ins
     ("codist.rank", "rank"), ("codist.rank.*", "rank"),
     # config: the run schema and the registries (torch-free), the plan's budget
     ("codist.config", "config"), ("codist.data_root", "config"), ("codist.budget", "config"),
@@ -33,8 +34,11 @@ RULES = (   # (module pattern, layer), first match wins
     ("codist.algorithms.*_config", "config"),
     ("codist.workloads", "config"), ("codist.workloads.schema", "config"), ("codist.workloads.metrics", "config"),
     ("codist.workloads.*_config", "config"),
-    # rank side too: the strategies, models and data sources beside their configs
-    ("codist.algorithms", "rank"), ("codist.algorithms.*", "rank"), ("codist.workloads.*", "rank"),
+    # rank side, the plug-ins: the strategies, models and data sources beside their configs
+    ("codist.algorithms", "plug-in"), ("codist.algorithms.*", "plug-in"), ("codist.workloads.*", "plug-in"),
+    # rank side, what the loop and the plug-ins run on: process groups, engines, optimizers, precision,
+    # CUDA defaults, the communication meter, batch streams, the heartbeat
+    ("codist.runtime", "runtime"), ("codist.runtime.*", "runtime"),
     # base: what both sides share and that imports nothing of codist's (the ranks' environment
     # contract, the run's owner, exit codes, atomic writes and logs)
     ("codist", "base"), ("codist.rank_env", "base"), ("codist.owner", "base"), ("codist.exits", "base"),
@@ -129,6 +133,20 @@ def test_no_import_cycle():
 
 def test_no_module_imports_a_layer_above_its_own():
     assert upward(imports(SRC, "codist")) == []
+
+
+def in_package(module: str, *packages: str) -> bool:
+    """`module` is one of codist's `packages` or a module inside one (codist.rank, not codist.rank_env)."""
+    return module.split(".")[:2] in [["codist", p] for p in packages]
+
+
+def test_the_plug_ins_never_import_the_training_loop():
+    """codist.rank (the loop) imports the plug-ins (codist.algorithms, codist.workloads), never the
+    reverse: what both need lives below them (codist.runtime), or with the plug-ins where only they
+    use it (codist.algorithms.distillation_loss)."""
+    edges = imports(SRC, "codist")
+    assert [f"{a} imports {b}" for a in sorted(edges) for b in sorted(edges[a])
+            if in_package(a, "algorithms", "workloads") and in_package(b, "rank")] == []
 
 
 LAUNCHERS = {"deepspeed", "torchrun", "fork", "warm"}
