@@ -1,6 +1,7 @@
-"""Projected wall time of a frontier run on a two-group network: benchmarks/projected_walltime.py's
-alpha-beta model (`project`, imported, not copied) applied to the run's measured compute time per
-update and its measured between-group bytes, at the run's own layout (2 workers, one per group).
+"""Projected wall time of a frontier run on a two-group network: analysis/alpha_beta.py's model
+(`project`, which benchmarks/projected_walltime.py applies at 8-256 workers) applied to the run's
+measured compute time per update and its measured between-group bytes, at the run's own layout
+(2 workers, one per group).
 
 At 2 ranks a ring all-reduce, a broadcast and an all-gather each send their payload once per
 rank, so the payload per exchange is bytes-per-update x period; each method keeps the model's
@@ -12,10 +13,10 @@ an all-gather per round.
 """
 from __future__ import annotations
 
-from benchmarks.projected_walltime import project
+from analysis.alpha_beta import project
 from codist.algorithms.registry import lookup
 
-# projected_walltime.py's default network: fast tier 100 GB/s, 5 us; slow tier 50 us per message
+# benchmarks/projected_walltime.py's default network: fast tier 100 GB/s, 5 us; slow tier 50 us per message
 NET = {"alpha_f": 5e-6, "beta_f": 100e9, "alpha_s": 50e-6, "shared": False}
 
 

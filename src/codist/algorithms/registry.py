@@ -28,7 +28,7 @@ class CommForm:
     (analysis/comm_identity.py) and the frontier's projected wall time: once per exchange period
     (every update without one) a rank sends `factor(ranks per model group, models)` times its
     message (the parameters or the whole state), measured by the summary's `column`, sequenced as
-    benchmarks/projected_walltime.py's cost form `sequence`."""
+    analysis/alpha_beta.py's cost form `sequence`."""
     sequence: str                                        # allreduce_flat, codistill, model_average, ensemble_compress
     factor: Callable[[int, int], float] | None = None    # None: no closed form (PowerSGD's compressed factors)
     column: str = "comm_sent_bytes_per_rank_per_update"
