@@ -250,3 +250,35 @@ def test_the_glue_scan_finds_both_kinds(tmp_path):
     assert sys_path_glue([tmp_path / "analysis" / "plot.py"], tmp_path) == [
         "analysis/plot.py:2: sys.path.insert(0, 'x')", "analysis/plot.py:3: import stats",
         "analysis/plot.py:4: from stats import t"]
+
+
+# ---------------------------------------------------------------- benchmarks/ is a leaf (issue 52)
+
+def imports_of(folder: Path, package: str) -> list[str]:
+    """Every import statement of `package` or a module in it (anywhere in a file's body) in the .py
+    files under `folder`, as 'file:line'."""
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        lines = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            if any(n.split(".")[0] == package for n in names):
+                lines.add(node.lineno)
+        found += [f"{path.relative_to(folder.parent)}:{n}" for n in sorted(lines)]
+    return found
+
+
+def test_the_analysis_never_imports_the_benchmarks():
+    """workflows/ and benchmarks/ import analysis/; benchmarks/ is a leaf that nothing else imports,
+    so what the analysis shares with a benchmark (analysis/alpha_beta.py's network model) lives here."""
+    assert imports_of(ROOT / "analysis", "benchmarks") == []
+
+
+def test_the_import_scan_finds_every_form(tmp_path):
+    (tmp_path / "analysis").mkdir()
+    (tmp_path / "analysis" / "a.py").write_text(
+        "import benchmarks\nimport benchmarks.x as y\nfrom benchmarks.x import f\nfrom benchmarks import x\n"
+        "def g():\n    from benchmarks.projected_walltime import project\n"
+        "import benchmarks_other\nfrom analysis import benchmarks\nfrom .benchmarks import z\n")
+    assert imports_of(tmp_path / "analysis", "benchmarks") == [f"analysis/a.py:{n}" for n in (1, 2, 3, 4, 6)]
