@@ -19,6 +19,7 @@ import claims  # noqa: E402
 from experiments import ExperimentsError, load_plan, unplanned_target  # noqa: E402
 from schema import TIERS  # noqa: E402
 from verify import default_tier_rows, of_figures  # noqa: E402
+from verify import main as verify_main  # noqa: E402
 from workflow_config import WorkflowConfigError, check  # noqa: E402
 
 BASE = {"workload": {"name": "cifar"}, "train": {"steps": 10, "batch_per_rank": 8, "eval_every": 5},
@@ -198,6 +199,21 @@ def test_verify_in_the_default_tier_leaves_the_paper_tier_tables_and_claims_out(
                           "verdict": ["holds", "not tested in this tier: figure 'big' ..."]})
     assert default_tier_rows(committed).equals(default_tier_rows(fresh))
     assert list(default_tier_rows(committed)["id"]) == ["c-small"]
+
+
+def test_verify_in_one_tier_leaves_the_other_tiers_tables_and_claims_out(monkeypatch, capsys):
+    committed = pd.DataFrame({"id": ["c-small", "c-big", "c-pilot", "c-far"], "tier": ["default", "paper", "decisive", ""],
+                              "verdict": ["holds", "holds", "holds", "not tested at this scale: no full runs"]})
+    assert list(default_tier_rows(committed)["id"]) == ["c-small", "c-far"]
+    assert list(default_tier_rows(committed, "paper")["id"]) == ["c-small", "c-big", "c-far"]
+    assert list(default_tier_rows(committed, "decisive")["id"]) == ["c-small", "c-pilot", "c-far"]
+    fresh = committed.copy()   # as the paper tier writes it: the decisive figure's claim not tested
+    fresh.loc[2, ["tier", "verdict"]] = ["", "not tested in this tier: figure 'pilot' is in the decisive tier ..."]
+    assert default_tier_rows(committed, "paper").equals(default_tier_rows(fresh, "paper"))
+    monkeypatch.setattr(sys, "argv", ["verify.py", "--tier", "decisiv"])   # --tier's choices: schema.TIERS
+    with pytest.raises(SystemExit) as e:
+        verify_main()
+    assert e.value.code == 2 and "(choose from 'default', 'paper', 'decisive')" in capsys.readouterr().err
 
 
 def test_make_passes_tier_and_seeds_to_the_workflow():
