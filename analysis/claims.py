@@ -62,8 +62,9 @@ look's first n seeds, with bounds at 1 - 0.05 / L, and stops as analysis/sequent
 state goes to sequential.csv beside claims.csv, which the next plan reads).
 
 Beside the verdict, each row says which tier tested the claim (`tier`: the figure's, schema.TIERS;
-'not tested in this tier' where a paper-tier figure's tables are absent), whether its runs used the
-declared seeds (`seeds`: "declared + N" after make replicate SEEDS=N), and when its design was fixed
+'not tested in this tier', naming the figure's tier and its command, where a figure of another tier
+(paper, decisive) has no tables), whether its runs used the declared seeds (`seeds`: "declared + N"
+after make replicate SEEDS=N), and when its design was fixed
 (analysis/preregistration.py, from git): `design_commit`, `design_status` (before / with / after the
 figure's first committed results) and `changed_after_results` (each later design change, what it
 changed and why, from replications/design_changes.yaml). A claim not tested in its regime ("not tested
@@ -94,7 +95,7 @@ from analysis import sequential
 from analysis import stats
 from codist.runlog import atomic_write_text
 from analysis.figure_data import finals, higher_is_better, series_model
-from analysis.schema import MEASURES, Claim, parse
+from analysis.schema import MEASURES, Claim, parse, tier_command
 
 MIN_SEEDS = stats.MIN_SEEDS
 COLUMNS = ["paper", "id", "claim", "source", "basis", "comparison", "measure", "metric", "n", "effect_mean",
@@ -401,8 +402,8 @@ def evaluate_with_state(paper_file: Path, figures: Path, scale: str,
         runs = figures / f"{c.figure}_runs.json"
         declared = scale in spec.figures[c.figure].scales
         tier = spec.figures[c.figure].tier
-        # a paper-tier figure's tables exist only where `make replicate TIER=paper` (or the reference) made them
-        other_tier = (tier == "paper" and not runs.exists() and declared and not c.full_scale_only and not c.not_run
+        # another tier's figure's tables exist only where `make replicate TIER=<tier>` (or the reference) made them
+        other_tier = (tier != "default" and not runs.exists() and declared and not c.full_scale_only and not c.not_run
                       and scale != "full")
         if not runs.exists() and declared and not c.full_scale_only and not c.not_run and not other_tier:
             raise ClaimError(f"{where}: figure {c.figure!r} has no {runs} at scale {scale!r}")
@@ -411,8 +412,8 @@ def evaluate_with_state(paper_file: Path, figures: Path, scale: str,
             if c.not_run:
                 fields = {"verdict": f"not tested at this scale: no scale of this harness runs it: {c.not_run}"}
             elif other_tier:
-                fields = {"verdict": f"not tested in this tier: figure {c.figure!r} is in the paper tier "
-                                     f"(make replicate TIER=paper)"}
+                fields = {"verdict": f"not tested in this tier: figure {c.figure!r} is in the {tier} tier "
+                                     f"({tier_command(tier)})"}
             elif declared or c.full_scale_only:
                 fields, stop = verdict_fields(c, manifest, figures, scale, view)
                 if stop:
@@ -524,8 +525,8 @@ def verdict_text(r) -> str:
     the reason stays in the details."""
     kind, status = verdict_kind(r["verdict"]), regime_status(r)
     notes = [status] if status else []
-    if r.get("tier") == "paper":
-        notes.append("paper tier")
+    if isinstance(r.get("tier"), str) and r["tier"] not in ("", "default"):
+        notes.append(f"{r['tier']} tier")
     if isinstance(r.get("seeds"), str) and r["seeds"].startswith("declared +"):
         notes.append("fresh seeds")
     if isinstance(r.get("sequential"), str) and r["sequential"]:   # "look j of L (...)": its first words
