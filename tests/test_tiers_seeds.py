@@ -16,7 +16,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "workflows"), str(ROOT / "analysis")]
 import claims  # noqa: E402
-from experiments import ExperimentsError, load_plan, unplanned_target  # noqa: E402
+from experiments import EVERY_TIER, ExperimentsError, load_plan, unplanned_target  # noqa: E402
 from schema import TIERS  # noqa: E402
 from verify import default_tier_rows, of_figures  # noqa: E402
 from verify import main as verify_main  # noqa: E402
@@ -98,6 +98,16 @@ def test_each_other_tier_plans_the_default_figures_and_its_own_not_the_others(tm
     for tier in TIERS:
         assert set(load_plan(tmp_path, "full", tier=tier).figures) == {small, big, pilot}
     assert check({"tier": "decisive"}).tier == "decisive"
+
+
+def test_every_tier_at_once_plans_every_figure_and_is_not_a_tier_a_user_asks_for(tmp_path):
+    toy3(tmp_path)
+    every = load_plan(tmp_path, "embedded", tier=EVERY_TIER)
+    assert set(every.figures) == {("toy", "small"), ("toy", "big"), ("toy", "pilot")}
+    by_tier = [set(load_plan(tmp_path, "embedded", tier=t).configs) for t in TIERS]
+    assert set(every.configs) == set().union(*by_tier) and len(by_tier[0]) < len(every.configs)
+    with pytest.raises(WorkflowConfigError, match="tier"):
+        check({"tier": EVERY_TIER})
 
 
 def test_a_typo_in_a_paper_tier_claim_still_fails_the_paper_tier_plan(tmp_path):

@@ -270,12 +270,17 @@ def without_probes(cfg: RunConfig) -> dict:
     return d
 
 
+#: a plan of every tier at once, for code that must see every run a scale declares (benchmarks that
+#: price them, tests that find the committed run ids); not a tier a user asks for (workflow_config)
+EVERY_TIER = "every"
+
+
 def in_tier(figure_tier: str, tier: str, scale: str) -> bool:
     """Whether a figure of `figure_tier` is planned when `tier` is asked: the default tier plans the
-    default figures, each other tier (paper, decisive: schema.TIERS) the default figures and its own.
-    Tiers divide the CPU-sized scales' budget; the full scale is the papers' own setups, so it plans
-    every figure whatever the tier."""
-    return figure_tier in ("default", tier) or scale == "full"
+    default figures, each other tier (paper, decisive: schema.TIERS) the default figures and its own,
+    EVERY_TIER all of them. Tiers divide the CPU-sized scales' budget; the full scale is the papers'
+    own setups, so it plans every figure whatever the tier."""
+    return figure_tier in ("default", tier) or tier == EVERY_TIER or scale == "full"
 
 
 def shifted_seeds(seeds: list[int], offset: int, where: str, reach: int = 0) -> list[int]:
