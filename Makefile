@@ -67,7 +67,9 @@ test-slurm: $(STAMP)
 # with workflows/compare.py: every table and claim beside the reference's (bit-identical, within seed
 # noise, different, not run in this tier), written to $(RESULTS)/embedded/comparison.md. TARGETS="sun2016/cifar10.csv ..."
 # (relative to $(RESULTS)/embedded/) makes only those. RESULTS=results regenerates the reference.
-# TIER=paper adds the paper-tier figures (--config tier=paper). SEEDS=N adds N to every seed list
+# TIER=paper adds the paper-tier figures (--config tier=paper), TIER=decisive the decisive tier's (the pilots
+# and the runs that decide whether a verdict is an artefact of the stand-in), each without the other's (the
+# tiers: analysis/schema.py TIERS). SEEDS=N adds N to every seed list
 # (--config seed_offset=N: fresh seeds, new run ids, into results-seeds+N; the claims say so).
 RESULTS ?= $(if $(SEEDS),results-seeds+$(SEEDS),results-local)
 replicate: $(STAMP)
@@ -79,7 +81,7 @@ replicate: $(STAMP)
 # Claims with a pre-registered sequential design (`sequential: {looks: [...]}`, analysis/sequential.py):
 # make replicate, then again while a claim's look is inconclusive and its next look's seeds are not yet
 # in $(RESULTS) (each pass continues those figures' seeds from $(RESULTS)/embedded/<paper>/sequential.csv);
-# it stops with an error when a pass adds none of the seeds asked (a paper-tier figure: TIER=paper), a
+# it stops with an error when a pass adds none of the seeds asked (a figure of another tier: TIER=<its tier>), a
 # claim asks for seeds its figure already holds, or 20 more passes did not end it.
 .PHONY: replicate-sequential
 replicate-sequential: $(STAMP)
@@ -87,7 +89,8 @@ replicate-sequential: $(STAMP)
 
 # Regenerates the replication in a temporary folder and compares every committed table with it:
 # fails unless every non-timing column is bit-identical (and says, per table, whether a difference
-# is within seed noise); TARGETS="sun2016/cifar10.csv ..." checks only those; TIER=paper for a paper-tier table.
+# is within seed noise); TARGETS="sun2016/cifar10.csv ..." checks only those; TIER=paper (or decisive) for a
+# table of that tier.
 verify: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python workflows/verify.py --cores $(CORES) $(if $(TIER),--tier $(TIER)) $(TARGETS)
 

@@ -13,7 +13,12 @@ from typing import Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 KINDS = ("curves", "table", "bars")
-TIERS = ("default", "paper")   # paper: the paper-regime figures, run by `make replicate TIER=paper` only
+# A figure's tier at the CPU-sized scales: default (every figure sized for `make replicate` on 2 CPU
+# cores), paper (the paper-regime figures: `make replicate TIER=paper`), decisive (the pilots and the
+# runs that decide whether a verdict against a paper is an artefact of the stand-in, issues 48-49:
+# `make replicate TIER=decisive`). Each other tier plans the default figures and its own, not the
+# other tiers'; the full scale plans every figure whatever the tier (workflows/experiments.py in_tier).
+TIERS = ("default", "paper", "decisive")
 MEASURES = {"final": 0.0, "speedup": 1.0, "churn": 0.0, "comm_ratio": 1.0}   # -> neutral value
 BASES = ("step-matched", "device-matched", "round-matched")
 # what a regime check measures: analysis/regime.py registers each (regime.QUANTITIES, the same names:
@@ -23,6 +28,11 @@ QUANTITIES = ("value", "last_gain", "gain_over", "difference", "speedup", "train
               "exchange_lag", "label_noise_floor")
 ID = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
 MIN_LOOK = 3   # = stats.MIN_SEEDS (tests/test_sequential.py): a look at fewer seeds cannot decide (stats.decide)
+
+
+def tier_command(tier: str) -> str:
+    """The command that runs a tier's figures (make replicate, with TIER= outside the default tier)."""
+    return "make replicate" + ("" if tier == "default" else f" TIER={tier}")
 
 
 class Strict(BaseModel):
@@ -384,7 +394,7 @@ def check_references(spec: Paper, path, scale: str, series_models: dict, metrics
                             f"have {sorted(have)}")
     for c in spec.claims:
         if c.figure in spec.figures and c.figure not in planned:
-            continue   # a paper-tier claim outside the paper tier: its runs are not planned
+            continue   # a claim of another tier's figure (paper, decisive): its runs are not planned
         errs += _claim_refs(c.at(scale), spec, path, scale, series_models, metrics)
     return errs
 

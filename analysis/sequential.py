@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from analysis.schema import TIERS
 from codist.runlog import atomic_write_text
 
 STATE = "sequential.csv"
@@ -185,7 +186,7 @@ def pending(scale_dir: Path) -> list[str]:
 def repeat(run_pass: Callable[[], int], scale_dir: Path, passes: int = MAX_PASSES) -> None:
     """Run a pass (`run_pass()`: its exit status), then again while a sequential claim under
     `scale_dir` asks for seeds its figure does not hold. Each pass must add some of the seeds asked
-    (else a pass would repeat itself: a paper-tier figure outside the tier asked); SequentialError
+    (else a pass would repeat itself: a figure of another tier than the one asked); SequentialError
     when a pass fails, adds none, or `passes` more passes leave claims asking."""
     asked = None
     for _ in range(passes + 1):
@@ -196,7 +197,8 @@ def repeat(run_pass: Callable[[], int], scale_dir: Path, passes: int = MAX_PASSE
             return
         print("\n".join(asked), flush=True)
         if asked == before:
-            raise SequentialError("the last pass added none of the seeds asked (a paper-tier figure needs TIER=paper)")
+            raise SequentialError("the last pass added none of the seeds asked (a figure of another tier needs "
+                                  f"TIER=<its tier>: {' or '.join(TIERS[1:])})")
     raise SequentialError(f"sequential claims still ask for more seeds after {passes} more passes")
 
 

@@ -5,8 +5,8 @@ data and optimizer, and the same thread's fp32 and bf16 GEMM peak measured in th
 
     python benchmarks/efficiency.py [--only lm cifar ...] [--batches 8192 ...] [--precision fp32 bf16] [--out results/bench]
 
-Rows: every distinct (workload section, batch per rank) that the embedded plan's two tiers train
-(workflows/experiments.load_plan with tier=paper: the default tier's runs and the paper tier's), plus
+Rows: every distinct (workload section, batch per rank) that the embedded plan's tiers train
+(workflows/experiments.load_plan with tier=EVERY_TIER: every tier's runs), plus
 EXTRA_BATCHES (batches a tier is about to use, each with why). Each row runs in a fresh process (one
 rank, one model, algorithm allreduce: the update every algorithm's rank does at least once; its
 process group and allocator are its own), 1 thread.
@@ -65,11 +65,11 @@ ADDED_DEFAULTS = {k.split(".", 1)[1]: v for k, v in benchlib.config.IN_RUN_ID_UN
 
 
 def plan_rows() -> list[dict]:
-    """One row per distinct (workload section, batch per rank) the embedded plan trains in either
+    """One row per distinct (workload section, batch per rank) the embedded plan trains in any
     tier, with the figures that train it; then EXTRA_BATCHES."""
-    from workflows.experiments import load_plan
+    from workflows.experiments import EVERY_TIER, load_plan
 
-    plan = load_plan(ROOT / "replications", "embedded", tier="paper")
+    plan = load_plan(ROOT / "replications", "embedded", tier=EVERY_TIER)
     figures_of: dict[str, set] = {}
     for (paper, figure), fig in plan.figures.items():
         for ref in fig.runs:

@@ -1,9 +1,9 @@
 """A tier's end-to-end wall time on this machine, figure by figure, with what else ran beside it:
 
-    python benchmarks/time_tier.py --results DIR [--tier paper] [--logs DIR/timing] [--only NAME ...]
+    python benchmarks/time_tier.py --results DIR [--tier paper|decisive] [--logs DIR/timing] [--only NAME ...]
 
 Runs `make replicate TIER=<tier> RESULTS=DIR TARGETS=...` once per group, one after another: the
-default tier's figures together ("default"), then each paper-tier figure alone, then one call with no
+default tier's figures together ("default"), then each figure of the tier alone, then one call with no
 targets ("rest": the claims tables, notebooks and summary figure of `all`). Each call's output goes to
 LOGS/<name>.log between '== start NAME <iso> <epoch>' and '== end NAME <iso> <epoch> rc=N' lines, the
 format benchmarks/replicate_time.py reads; a group whose log already ends with rc=0 is skipped, so a
@@ -31,6 +31,7 @@ import threading
 import time
 from pathlib import Path
 
+from analysis.schema import TIERS
 from benchmarks.replicate_time import SAMPLE_PERIOD_S
 from workflows.experiments import load_plan
 
@@ -41,12 +42,12 @@ SAMPLE_S, WRITE_S = 2.0, SAMPLE_PERIOD_S
 
 
 def groups(tier: str, scale: str = "embedded") -> list[tuple[str, list[str]]]:
-    """(name, TARGETS) per call: the default tier's figures, each paper-tier figure, then the rest."""
+    """(name, TARGETS) per call: the default tier's figures, each figure of `tier`, then the rest."""
     plan = load_plan(ROOT / "replications", scale, None, tier, 0, "results")
     made = [(pf, plan.tier_of[pf]) for pf in plan.figures]   # figures with runs at this scale
     default = [f"{p}/{f}.png" for (p, f), t in made if t == "default"]
-    paper = [(f"{p}-{f}", [f"{p}/{f}.png"]) for (p, f), t in made if t == "paper"]
-    return [("default", default), *paper, ("rest", [])]
+    own = [(f"{p}-{f}", [f"{p}/{f}.png"]) for (p, f), t in made if t != "default"]   # only `tier`'s: in_tier
+    return [("default", default), *own, ("rest", [])]
 
 
 def foreign_runnable_threads(token: bytes) -> int:
@@ -100,7 +101,7 @@ def call(name: str, targets: list[str], args, env: dict) -> int:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--results", required=True, help="the results root to replicate into (relative to the checkout)")
-    p.add_argument("--tier", default="paper")
+    p.add_argument("--tier", default="paper", choices=TIERS[1:])
     p.add_argument("--cores", type=int, default=2)
     p.add_argument("--logs", type=Path, default=None, help="default RESULTS/timing")
     p.add_argument("--only", nargs="*", default=None, help="these groups only (names as in the logs)")

@@ -551,19 +551,22 @@ def test_a_lost_seed_makes_the_verdict_incomplete_not_silently_fewer(figure_dir,
     assert claims.evaluate(spec, figure_dir, "embedded").set_index("id").loc["lost", "verdict"] == "holds"
 
 
-def test_a_paper_tier_figure_without_tables_is_not_tested_in_this_tier_below_full_scale(tmp_path):
-    """Only a paper-tier figure whose tables are absent below the full scale reads 'not tested in
-    this tier'; the same figure at the full scale, or a default-tier one, is missing tables: an error."""
+@pytest.mark.parametrize("tier", ["paper", "decisive"])
+def test_a_paper_tier_figure_without_tables_is_not_tested_in_this_tier_below_full_scale(tmp_path, tier):
+    """Only a figure of another tier (paper, decisive) whose tables are absent below the full scale reads
+    'not tested in this tier', naming its tier and command; the same figure at the full scale, or a
+    default-tier one, is missing tables: an error."""
     figures = tmp_path / "figs"
     figures.mkdir()                                   # no f_runs.json: nothing ran
     doc = spec_doc(c_(id="p"), c_(id="why", full_scale_only="needs 64 ranks"))
     scales = doc["figures"]["f"]["scales"]
     scales["full"] = scales["embedded"]
-    doc["figures"]["f"]["tier"] = "paper"
+    doc["figures"]["f"]["tier"] = tier
     spec = tmp_path / "experiments.yaml"
     spec.write_text(yaml.safe_dump(doc))
     df = claims.evaluate(spec, figures, "embedded").set_index("id")
-    assert df.loc["p", "verdict"] == "not tested in this tier: figure 'f' is in the paper tier (make replicate TIER=paper)"
+    assert df.loc["p", "verdict"] == (f"not tested in this tier: figure 'f' is in the {tier} tier "
+                                      f"(make replicate TIER={tier})")
     assert df.loc["why", "verdict"] == "not tested at this scale: needs 64 ranks"
     assert (df.loc["p", "tier"], df.loc["why", "tier"]) == ("", "")
     assert (df.loc["p", "seeds"], df.loc["why", "seeds"]) == ("", "")
@@ -576,13 +579,15 @@ def test_a_paper_tier_figure_without_tables_is_not_tested_in_this_tier_below_ful
         claims.evaluate(spec, figures, "embedded")
 
 
-def test_a_paper_tier_figure_with_its_tables_is_judged(figure_dir, tmp_path):
+@pytest.mark.parametrize("tier", ["paper", "decisive"])
+def test_a_paper_tier_figure_with_its_tables_is_judged(figure_dir, tmp_path, tier):
     doc = spec_doc(c_(id="p"))
-    doc["figures"]["f"]["tier"] = "paper"
+    doc["figures"]["f"]["tier"] = tier
     spec = tmp_path / "experiments.yaml"
     spec.write_text(yaml.safe_dump(doc))
     row = claims.evaluate(spec, figure_dir, "embedded").iloc[0]
-    assert (row["verdict"], row["tier"], row["seeds"]) == ("holds", "paper", "declared")   # effects 0.30, 0.29, 0.28
+    assert (row["verdict"], row["tier"], row["seeds"]) == ("holds", tier, "declared")   # effects 0.30, 0.29, 0.28
+    assert claims.verdict_text(row).startswith("holds (") and f"{tier} tier" in claims.verdict_text(row)
 
 
 def test_the_validation_floor_of_a_claim_without_a_metric_is_its_first_panels(tmp_path):

@@ -69,6 +69,21 @@ def test_the_compact_table_has_every_claim_in_one_short_line():
     assert "not in the paper's regime (1 of 3 regime checks shown, 1 design fact)" in line
 
 
+def test_each_row_says_which_data_its_verdict_stands_on():
+    df = pd.read_csv(RESULTS / "claims.csv").set_index("id")
+    assert df.loc["fig1-clean", "data"] == "generated (imagenet stand-in)"
+    assert df.loc["table1-loss", "data"] == "generated (ctr stand-in)"
+    assert pd.isna(df.loc["fig2a-smoothing", "data"])   # not tested: no data
+    assert claims.data_of({"configs": {"a": {"workload": {"name": "cifar", "dataset": "fashion_mnist"}}}}, "a") == \
+        "real: Fashion-MNIST"
+    assert claims.data_of({"configs": {}}, "a") == ""
+    row = {"verdict": "holds", "data": "real: Fashion-MNIST"}
+    assert claims.verdict_text(row) == "holds (real data: Fashion-MNIST)"
+    assert claims.verdict_text({**row, "data": "generated (cifar stand-in)"}) == "holds"
+    sentence = summary.data_sentence(pd.DataFrame({"data": ["generated (x stand-in)", "real: CIFAR-10", ""]}))
+    assert sentence.startswith("Data: 1 of the 2 tested claims stand on data codist generates (a stand-in), 1 on a real")
+
+
 def test_claims_md_keeps_the_long_text_in_its_details():
     text = claims.markdown(pd.read_csv(RESULTS / "claims.csv"), "h")
     head, details = text.split("\n## Details\n", 1)

@@ -170,7 +170,7 @@ def test_a_claim_with_the_same_verdict_on_both_sides_reads_same(tmp_path):
 
 # ---------------------------------------------------------------- what a tier did not run (issue 39)
 
-PAPER_FIGURES = {("sun2016", "cifar10_k4")}
+PAPER_FIGURES = {("sun2016", "cifar10_k4"): "paper"}   # (paper, figure) -> tier: compare.tier_figures
 UNTESTED = "not tested in this tier: figure 'cifar10_k4' is in the paper tier (make replicate TIER=paper)"
 
 
@@ -208,14 +208,68 @@ def test_what_the_default_tier_did_not_run_is_not_run_in_this_tier_never_differe
     assert table.loc["frontier/image.csv", "outcome"] == "not regenerated"
     assert "frontier is a target of its own" in table.loc["frontier/image.csv", "detail"]
     assert "different" not in out, out
-    assert "tiers run: default (the paper tier's tables and claims: make replicate TIER=paper)" in out, out
+    assert ("tiers run: default (the paper tier's tables and claims: make replicate TIER=paper; "
+            "the decisive tier's tables and claims: make replicate TIER=decisive)") in out, out
     assert "1 not run in this tier" in out and "not regenerated: frontier/image.csv, frontier/lm_points.csv: " in out
     # the paper tier run, beside the same reference: compared, not 'not run'
     loc2 = write_results(tmp_path / "loc2", REFERENCE, [0.1, 0.2, 0.3], "holds")
     with_paper_tier(loc2 / "embedded", ran=True)
     assert compare.main(["--results", str(loc2), "--reference", str(ref)]) == 0
     out = capsys.readouterr().out
-    assert "tiers run: default, paper\n" in out and "not run in this tier" not in out, out
+    assert ("tiers run: default, paper (the decisive tier's tables and claims: make replicate TIER=decisive)\n"
+            in out and "not run in this tier" not in out), out
+
+
+# the decisive tier (schema.TIERS): each tier not run is named with its own command
+TIER_OF = {("sun2016", "cifar10_k4"): "paper", ("sun2016", "pilot"): "decisive"}
+UNTESTED_DECISIVE = "not tested in this tier: figure 'pilot' is in the decisive tier (make replicate TIER=decisive)"
+
+
+def test_the_tiers_run_and_not_run_are_any_of_the_schemas_tiers(tmp_path):
+    (tmp_path / "sun2016").mkdir()
+    assert compare.tiers_run(tmp_path, TIER_OF) == ["default"]
+    assert compare.tiers_not_run(["default"], TIER_OF) == ["paper", "decisive"]
+    assert compare.tiers_not_run(["default"], PAPER_FIGURES) == ["paper"]   # a tier with no figure is not named
+    (tmp_path / "sun2016" / "pilot_values.csv").write_text("x\n1\n")
+    assert compare.tiers_run(tmp_path, TIER_OF) == ["default", "decisive"]
+    pd.DataFrame({"paper": ["p"], "id": ["c"], "verdict": ["holds"], "tier": ["paper"]}).to_csv(
+        tmp_path / "claims.csv", index=False)
+    assert compare.tiers_run(tmp_path, TIER_OF) == ["default", "paper", "decisive"]
+    assert compare.tiers_not_run(["default", "paper", "decisive"], TIER_OF) == []
+
+
+def test_each_tier_not_run_is_named_with_its_own_command(tmp_path):
+    ref, loc = tmp_path / "ref", tmp_path / "loc"
+    for d in (ref, loc):
+        (d / "sun2016").mkdir(parents=True)
+    for name in ("cifar10_k4.csv", "pilot_curves.csv"):
+        (ref / "sun2016" / name).write_text("x\n1\n")
+    rows = {r["name"]: r for r in compare.compare_tables(ref, loc, TIER_OF, ("default", "paper"))}
+    assert (rows["sun2016/pilot_curves.csv"]["outcome"], rows["sun2016/pilot_curves.csv"]["detail"]) == (
+        "not run in this tier", "a decisive-tier figure's table: make replicate TIER=decisive")
+    assert rows["sun2016/cifar10_k4.csv"]["outcome"] == "not regenerated"
+    rows = {r["name"]: r for r in compare.compare_tables(ref, loc, TIER_OF, ("default", "decisive"))}
+    assert rows["sun2016/cifar10_k4.csv"]["detail"] == "a paper-tier figure's table: make replicate TIER=paper"
+    assert rows["sun2016/pilot_curves.csv"]["outcome"] == "not regenerated"
+    # claims: each untested one with its tier's command, in the claims table's note and in its own row
+    ref_claims = pd.concat([claims_table([0.1, 0.2, 0.3], "holds").assign(id=i) for i in ("a", "k4", "pilot")],
+                           ignore_index=True)
+    mine = ref_claims.assign(verdict=["holds", UNTESTED, UNTESTED_DECISIVE])
+    assert compare.judge_claims_table(ref_claims, mine) == ("bit-identical", [
+        "1 not run in this tier (make replicate TIER=paper), 1 not run in this tier (make replicate TIER=decisive), "
+        "the others judged"])
+    ref_claims.to_csv(tmp_path / "ref.csv", index=False)
+    mine.to_csv(tmp_path / "loc.csv", index=False)
+    rows = {r["name"]: r for r in compare.compare_claims(tmp_path / "ref.csv", tmp_path / "loc.csv")}
+    assert (rows["sun2016 pilot"]["outcome"], rows["sun2016 pilot"]["detail"]) == (
+        "not run in this tier", "make replicate TIER=decisive")
+    assert rows["sun2016 k4"]["detail"] == "make replicate TIER=paper"
+    # the tiers line: each tier not run, with its command
+    lines = compare.closing_summary([], ref, loc, ["default"], loc / "x.md", ["paper", "decisive"])
+    assert lines[1] == ("tiers run: default (the paper tier's tables and claims: make replicate TIER=paper; "
+                        "the decisive tier's tables and claims: make replicate TIER=decisive)")
+    md = compare.markdown([], ref, loc, "embedded", ["default", "paper"], ["decisive"])
+    assert "Tiers run: default, paper. The decisive tier's tables and claims: `make replicate TIER=decisive`.\n" in md
 
 
 def test_a_table_absent_from_a_paper_tier_run_is_not_regenerated_and_says_why(tmp_path):
@@ -423,7 +477,7 @@ def test_tables_are_the_csvs_outside_runs_configs_logs_and_not_the_comparison(tm
 
 
 def test_the_tiers_run_from_the_tables_or_from_the_claims(tmp_path):
-    figures = {("p", "big")}
+    figures = {("p", "big"): "paper"}
     (tmp_path / "p").mkdir()
     assert compare.tiers_run(tmp_path, figures) == ["default"]
     pd.DataFrame({"paper": ["p"], "id": ["c"], "verdict": ["holds"], "tier": ["default"]}).to_csv(
@@ -475,7 +529,8 @@ def test_the_report_lists_every_table_and_the_tiers(tmp_path, capsys):
     md = (loc / "embedded" / "comparison.md").read_text()
     assert "## Tables (3 bit-identical)" in md and "| `sun2016/cifar10.csv` | bit-identical |  |" in md
     assert "## Claims (1 bit-identical)" in md
-    assert "Tiers run: default. The paper tier's tables and claims: `make replicate TIER=paper`.\n" in md
+    assert ("Tiers run: default. The paper tier's tables and claims: `make replicate TIER=paper`. The decisive "
+            "tier's tables and claims: `make replicate TIER=decisive`.\n") in md, md
     assert md.count("| `") == 3
     table = pd.read_csv(loc / "embedded" / "comparison.csv")
     assert list(table.columns)[:3] == ["kind", "name", "outcome"]
@@ -516,7 +571,7 @@ def test_more_malformed_input_each_one_line_naming_the_file(tmp_path, capsys, mo
     (tmp_path / "replications").mkdir()
     args = ["--results", str(loc), "--reference", str(ref)]
     assert compare.main([*args, "--replications", str(tmp_path / "replications")]) == 2
-    assert capsys.readouterr().err == (f"compare: {tmp_path}/replications: cannot tell the paper tier's tables "
+    assert capsys.readouterr().err == (f"compare: {tmp_path}/replications: cannot tell which tier makes each table "
                                        f"({tmp_path}/replications: no <paper>/experiments.yaml found)\n")
     for text in ("{not json", "[1, 2]"):
         (ref / "embedded" / "machine.json").write_text(text)
@@ -662,7 +717,7 @@ def test_one_paper_tier_claim_among_default_ones_means_the_paper_tier_ran(tmp_pa
     """W12: `.any()`, not `.all()`: a paper-tier run's claims table holds both tiers' claims."""
     pd.DataFrame({"paper": ["p", "p"], "id": ["a", "b"], "verdict": ["holds", "holds"],
                   "tier": ["default", "paper"]}).to_csv(tmp_path / "claims.csv", index=False)
-    assert compare.tiers_run(tmp_path, {("p", "big")}) == ["default", "paper"]
+    assert compare.tiers_run(tmp_path, {("p", "big"): "paper"}) == ["default", "paper"]
 
 
 # ---------------------------------------------------------------- issue 52: one line, never a traceback or a hang

@@ -39,8 +39,8 @@ def test_fp32_is_the_default_and_keeps_every_run_id():
     assert len({tiny().run_id(), tiny(precision="bf16").run_id(), tiny(precision="fp16").run_id()}) == 3
     # the committed results name their runs by id: the plan must still give those ids
     sys.path.insert(0, str(ROOT / "workflows"))
-    from experiments import load_plan
-    planned = set(load_plan(ROOT / "replications", "embedded", tier="paper").configs)
+    from experiments import EVERY_TIER, load_plan
+    planned = set(load_plan(ROOT / "replications", "embedded", tier=EVERY_TIER).configs)
     committed = {r["run_id"] for name in ("cifar10", "cifar10_k4", "cifar10_speed", "communication")
                  for r in json.loads((ROOT / f"results/embedded/sun2016/{name}_runs.json").read_text())["runs"]}
     assert committed and committed <= planned

@@ -1,5 +1,5 @@
 """Tiers and fresh seeds: a figure's `tier` (analysis/schema.py) decides whether the default plan or
-only `make replicate TIER=paper` (--config tier=paper) runs it; `seed_offset` (make replicate SEEDS=N)
+only `make replicate TIER=<tier>` (--config tier=paper or decisive) runs it; `seed_offset` (make replicate SEEDS=N)
 shifts every seed list, so the runs get new ids and the claims table says they are not the committed
 seeds. Nothing trains here: plans, a claims table from hand-written curves, one dry run."""
 from __future__ import annotations
@@ -16,8 +16,10 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "workflows"), str(ROOT / "analysis")]
 import claims  # noqa: E402
-from experiments import ExperimentsError, load_plan, unplanned_target  # noqa: E402
+from experiments import EVERY_TIER, ExperimentsError, load_plan, unplanned_target  # noqa: E402
+from schema import TIERS  # noqa: E402
 from verify import default_tier_rows, of_figures  # noqa: E402
+from verify import main as verify_main  # noqa: E402
 from workflow_config import WorkflowConfigError, check  # noqa: E402
 
 BASE = {"workload": {"name": "cifar"}, "train": {"steps": 10, "batch_per_rank": 8, "eval_every": 5},
@@ -62,6 +64,50 @@ def test_the_default_tier_plans_default_figures_and_the_paper_tier_all(tmp_path)
         doc["figures"][fig]["scales"]["full"] = doc["figures"][fig]["scales"]["embedded"]
         (tmp_path / "toy" / "experiments.yaml").write_text(yaml.safe_dump(doc))
     assert set(load_plan(tmp_path, "full").figures) == {("toy", "small"), ("toy", "big")}
+
+
+def toy3(root: Path) -> Path:
+    """The toy paper and a decisive-tier figure 'pilot' with a claim on it."""
+    path = toy(root) / "toy" / "experiments.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["figures"]["pilot"] = figure({"a": {"optimizer.lr": 0.4}, "b": {"train.steps": 30}}, tier="decisive")
+    doc["claims"].append(claim("pilot", "c-pilot"))
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return root
+
+
+def test_each_other_tier_plans_the_default_figures_and_its_own_not_the_others(tmp_path):
+    toy3(tmp_path)
+    small, big, pilot = ("toy", "small"), ("toy", "big"), ("toy", "pilot")
+    plans = {tier: load_plan(tmp_path, "embedded", tier=tier) for tier in TIERS}
+    assert {tier: set(plan.figures) for tier, plan in plans.items()} == {
+        "default": {small}, "paper": {small, big}, "decisive": {small, pilot}}
+    assert plans["default"].tier_of == {small: "default", big: "paper", pilot: "decisive"}
+    # a figure of a tier not asked for: one line naming its own tier's switch
+    for tier, fig, other in (("default", "pilot", "decisive"), ("paper", "pilot", "decisive"), ("decisive", "big", "paper")):
+        target = f"results/embedded/toy/{fig}_curves.csv"
+        assert unplanned_target(plans[tier], "results", target) == (
+            f"{target}: toy {fig} is a {other}-tier figure: add --config tier={other} (make replicate TIER={other})")
+    assert unplanned_target(plans["decisive"], "results", "results/embedded/toy/pilot.png") is None
+    # the full scale plans every figure, whatever the tier
+    path = tmp_path / "toy" / "experiments.yaml"
+    doc = yaml.safe_load(path.read_text())
+    for fig in doc["figures"].values():
+        fig["scales"]["full"] = fig["scales"]["embedded"]
+    path.write_text(yaml.safe_dump(doc))
+    for tier in TIERS:
+        assert set(load_plan(tmp_path, "full", tier=tier).figures) == {small, big, pilot}
+    assert check({"tier": "decisive"}).tier == "decisive"
+
+
+def test_every_tier_at_once_plans_every_figure_and_is_not_a_tier_a_user_asks_for(tmp_path):
+    toy3(tmp_path)
+    every = load_plan(tmp_path, "embedded", tier=EVERY_TIER)
+    assert set(every.figures) == {("toy", "small"), ("toy", "big"), ("toy", "pilot")}
+    by_tier = [set(load_plan(tmp_path, "embedded", tier=t).configs) for t in TIERS]
+    assert set(every.configs) == set().union(*by_tier) and len(by_tier[0]) < len(every.configs)
+    with pytest.raises(WorkflowConfigError, match="tier"):
+        check({"tier": EVERY_TIER})
 
 
 def test_a_typo_in_a_paper_tier_claim_still_fails_the_paper_tier_plan(tmp_path):
@@ -114,6 +160,26 @@ def write_figure(d: Path, fig: str, offset: int = 0):
                                                     **({"seed_offset": offset} if offset else {})}))
 
 
+def test_a_decisive_tier_claim_names_its_tier_untested_and_tested(tmp_path):
+    spec = toy3(tmp_path / "spec") / "toy" / "experiments.yaml"
+    figs = tmp_path / "figs"
+    figs.mkdir()
+    write_figure(figs, "small")
+    write_figure(figs, "big")
+    claims.read_manifest.cache_clear()
+    claims.read_table.cache_clear()
+    df = claims.evaluate(spec, figs, "embedded").set_index("id")   # as the paper tier leaves it
+    assert df.loc["c-pilot", "verdict"] == ("not tested in this tier: figure 'pilot' is in the decisive tier "
+                                            "(make replicate TIER=decisive)")
+    assert list(df["tier"]) == ["default", "paper", ""]
+    write_figure(figs, "pilot")
+    claims.read_manifest.cache_clear()
+    claims.read_table.cache_clear()
+    df = claims.evaluate(spec, figs, "embedded").set_index("id")
+    assert list(df["tier"]) == ["default", "paper", "decisive"] and df.loc["c-pilot", "verdict"] == "holds"
+    assert "| holds (decisive tier) |" in claims.compact_table(df.reset_index())
+
+
 def test_claims_say_which_tier_tested_them_and_whether_the_seeds_were_fresh(tmp_path):
     spec = toy(tmp_path / "spec") / "toy" / "experiments.yaml"
     figs = tmp_path / "figs"
@@ -143,6 +209,21 @@ def test_verify_in_the_default_tier_leaves_the_paper_tier_tables_and_claims_out(
                           "verdict": ["holds", "not tested in this tier: figure 'big' ..."]})
     assert default_tier_rows(committed).equals(default_tier_rows(fresh))
     assert list(default_tier_rows(committed)["id"]) == ["c-small"]
+
+
+def test_verify_in_one_tier_leaves_the_other_tiers_tables_and_claims_out(monkeypatch, capsys):
+    committed = pd.DataFrame({"id": ["c-small", "c-big", "c-pilot", "c-far"], "tier": ["default", "paper", "decisive", ""],
+                              "verdict": ["holds", "holds", "holds", "not tested at this scale: no full runs"]})
+    assert list(default_tier_rows(committed)["id"]) == ["c-small", "c-far"]
+    assert list(default_tier_rows(committed, "paper")["id"]) == ["c-small", "c-big", "c-far"]
+    assert list(default_tier_rows(committed, "decisive")["id"]) == ["c-small", "c-pilot", "c-far"]
+    fresh = committed.copy()   # as the paper tier writes it: the decisive figure's claim not tested
+    fresh.loc[2, ["tier", "verdict"]] = ["", "not tested in this tier: figure 'pilot' is in the decisive tier ..."]
+    assert default_tier_rows(committed, "paper").equals(default_tier_rows(fresh, "paper"))
+    monkeypatch.setattr(sys, "argv", ["verify.py", "--tier", "decisiv"])   # --tier's choices: schema.TIERS
+    with pytest.raises(SystemExit) as e:
+        verify_main()
+    assert e.value.code == 2 and "(choose from 'default', 'paper', 'decisive')" in capsys.readouterr().err
 
 
 def test_make_passes_tier_and_seeds_to_the_workflow():

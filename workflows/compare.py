@@ -24,9 +24,10 @@ outcome:
   sd, a target reached in another number of seeds, text where the other side has numbers, a
   difference the seeds do not explain); the first cells that
   differ are named, each with as many digits as show the difference and its relative size;
-- **not run in this tier**: a table of a paper-tier figure, or a claim, that the tier which ran
-  does not make (`make replicate TIER=paper` does); never counted as different. In a claims table
-  those claims are left out and the rest judged;
+- **not run in this tier**: a table of a figure of another tier (paper, decisive: analysis/schema.py
+  TIERS), or a claim, that the tiers which ran do not make (`make replicate TIER=<its tier>` does,
+  named per table and claim); never counted as different. In a claims table those claims are left
+  out and the rest judged;
 - **missing** (only yours has it) / **not regenerated** (only the reference has it, with why: the
   frontier is a target of its own, TARGETS= makes only what it names).
 
@@ -57,6 +58,7 @@ from pathlib import Path
 import pandas as pd
 from scipy import stats
 
+from analysis.schema import TIERS, tier_command
 from codist.runlog import WriteError, atomic_write_text
 from workflows.experiments import ExperimentsError, load_plan
 from workflows.machine import MachineError, describe, summarize
@@ -69,9 +71,10 @@ KEYS = ("workload", "label", "algorithm", "knob", "period", "series", "row", "mo
 NOT_TABLES = ("runs", "configs", "logs")
 NOT_IN_TIER = "not run in this tier"
 OUTCOMES = ("bit-identical", "within seed noise", "different", NOT_IN_TIER, "missing", "not regenerated")
-PAPER_TIER = "make replicate TIER=paper"
-#: analysis/claims.py's verdict for a claim whose figure is in a tier that did not run
+#: analysis/claims.py's verdict for a claim whose figure is in a tier that did not run ("... figure 'f' is
+#: in the <tier> tier (make replicate TIER=<tier>)")
 UNTESTED = "not tested in this tier"
+UNTESTED_TIER = re.compile(r"is in the (\S+) tier")
 CLAIM_COLUMNS = ("paper", "id", "verdict")
 SHOWN = 8   # names the closing summary lists per kind before '... N more'
 
@@ -338,8 +341,8 @@ def judge_claims_table(ref: pd.DataFrame, loc: pd.DataFrame) -> tuple[str, list[
         return judge_table(ref, loc, each_row=True)
     kept = [df[[k not in skip for k in claim_keys(df)]].reset_index(drop=True) for df in (ref, loc)]
     outcome, why = judge_table(*kept, each_row=True)
-    mine, theirs = int(untested(loc).sum()), int(untested(ref).sum())
-    notes = [f"{mine} not run in this tier ({PAPER_TIER})"] if mine else []
+    mine, theirs = Counter(map(untested_command, loc["verdict"][untested(loc)])), int(untested(ref).sum())
+    notes = [f"{n} not run in this tier ({command})" for command, n in mine.items()]
     notes += [f"{theirs} not run in the reference's tier"] if theirs else []
     return outcome, [", ".join(notes) + ", the others judged", *why]
 
@@ -349,26 +352,50 @@ def tables(folder: Path) -> set[Path]:
             if p.relative_to(folder).parts[0] not in NOT_TABLES and p.name != "comparison.csv"}
 
 
-def paper_tier_figures(scale: str, replications: Path = ROOT / "replications") -> set[tuple[str, str]]:
-    """(paper, figure) of every paper-tier figure: the default tier makes none of their tables."""
+def untested_command(verdict) -> str:
+    """The command that tests a claim 'not tested in this tier': its figure's tier's, read from the verdict."""
+    m = UNTESTED_TIER.search(str(verdict))
+    return tier_command(m[1]) if m else "make replicate TIER=<its figure's tier>"
+
+
+def tier_figures(scale: str, replications: Path = ROOT / "replications") -> dict[tuple[str, str], str]:
+    """(paper, figure) -> tier, for every figure outside the default tier: the default tier makes none
+    of their tables, each other tier only its own figures'."""
     try:
         plan = load_plan(replications, scale)
     except ExperimentsError as e:
-        raise CompareError(f"{replications}: cannot tell the paper tier's tables ({one_line(e)})") from None
-    return {pf for pf, tier in plan.tier_of.items() if tier == "paper"}
+        raise CompareError(f"{replications}: cannot tell which tier makes each table ({one_line(e)})") from None
+    return {pf: tier for pf, tier in plan.tier_of.items() if tier != "default"}
 
 
-def of_figures(rel: Path, figures: set[tuple[str, str]]) -> bool:
-    """Whether a table (relative to results/<scale>/) belongs to one of `figures`."""
-    return (rel.parent.name, re.sub(r"_(curves|values|paper)$", "", rel.stem)) in figures
+def figure_of(rel: Path) -> tuple[str, str]:
+    """(paper, figure) whose table `rel` (relative to results/<scale>/) would be."""
+    return rel.parent.name, re.sub(r"_(curves|values|paper)$", "", rel.stem)
 
 
-def tiers_run(loc_dir: Path, paper_figures: set[tuple[str, str]]) -> list[str]:
-    """The tiers your results hold: the paper tier where one of its tables or claims is there."""
+def of_figures(rel: Path, figures) -> bool:
+    """Whether a table (relative to results/<scale>/) belongs to one of `figures` ((paper, figure) pairs)."""
+    return figure_of(rel) in figures
+
+
+def tiers_run(loc_dir: Path, tier_of: dict[tuple[str, str], str]) -> list[str]:
+    """The tiers your results hold (in schema.TIERS order): the default tier, and each other tier one of
+    whose tables (`tier_of`: tier_figures) or claims (the claims table's `tier` column) is there."""
     claims = loc_dir / "claims.csv"
-    paper = any(of_figures(t, paper_figures) for t in tables(loc_dir)) or (
-        claims.exists() and "tier" in (df := read_claims(claims)).columns and bool((df["tier"] == "paper").any()))
-    return ["default", "paper"] if paper else ["default"]
+    held = {tier_of.get(figure_of(t)) for t in tables(loc_dir)}
+    if claims.exists() and "tier" in (df := read_claims(claims)).columns:
+        held |= set(df["tier"].dropna().astype(str))
+    return [t for t in TIERS if t == "default" or t in held]
+
+
+def tiers_not_run(tiers: list[str], tier_of: dict[tuple[str, str], str]) -> list[str]:
+    """The tiers that hold figures (`tier_of`: tier_figures) but did not run (`tiers`), in schema.TIERS order."""
+    return [t for t in TIERS if t not in tiers and t in tier_of.values()]
+
+
+def tier_hints(not_run: list[str], quote: str = "") -> list[str]:
+    """Where each tier not run (`not_run`) gets its tables and claims: its command."""
+    return [f"the {t} tier's tables and claims: {quote}{tier_command(t)}{quote}" for t in not_run]
 
 
 def absent_reason(rel: Path, results: Path, scale: str) -> str:
@@ -379,16 +406,19 @@ def absent_reason(rel: Path, results: Path, scale: str) -> str:
     return f"not made by this run (a run with TARGETS= makes only those; a failed rule: see {results}/{scale}/logs/)"
 
 
-def compare_tables(ref_dir: Path, loc_dir: Path, paper_figures: set[tuple[str, str]] = frozenset(),
-                   tiers: tuple[str, ...] = ("default", "paper")) -> list[dict]:
-    rows = []
+def compare_tables(ref_dir: Path, loc_dir: Path, tier_of: dict[tuple[str, str], str] | None = None,
+                   tiers: tuple[str, ...] = TIERS) -> list[dict]:
+    """Every table of either side, judged; one only the reference has is not run in this tier when its
+    figure's tier (`tier_of`: tier_figures) is not among `tiers`."""
+    rows, tier_of = [], tier_of or {}
     ref_tables, loc_tables = tables(ref_dir), tables(loc_dir)
     results, scale = loc_dir.parent, loc_dir.name
     for rel in sorted(ref_tables | loc_tables):
         row = {"kind": "table", "name": one_line(rel)}
         if rel not in loc_tables:
-            if "paper" not in tiers and of_figures(rel, paper_figures):
-                rows.append({**row, "outcome": NOT_IN_TIER, "detail": f"a paper-tier figure's table: {PAPER_TIER}"})
+            if (tier := tier_of.get(figure_of(rel), "default")) not in tiers:
+                rows.append({**row, "outcome": NOT_IN_TIER,
+                             "detail": f"a {tier}-tier figure's table: {tier_command(tier)}"})
             else:
                 rows.append({**row, "outcome": "not regenerated", "detail": absent_reason(rel, results, scale)})
         elif rel not in ref_tables:
@@ -436,9 +466,9 @@ def compare_claims(ref_csv: Path, loc_csv: Path) -> list[dict]:
                          "detail": "not in your claims table"})
             continue
         l = loc.iloc[mine[key]]
-        if str(l["verdict"]).startswith(UNTESTED):   # a paper-tier claim the default tier did not run
+        if str(l["verdict"]).startswith(UNTESTED):   # a claim of a figure of a tier that did not run
             rows.append({**base, "outcome": NOT_IN_TIER, "yours": verdict_head(l["verdict"]), "your_effect": "",
-                         "detail": PAPER_TIER})
+                         "detail": untested_command(l["verdict"])})
             continue
         outcome, why = judge_table(ref.iloc[[i]].reset_index(drop=True), loc.iloc[[mine[key]]].reset_index(drop=True),
                                    each_row=True)
@@ -482,15 +512,18 @@ def csv_cell(v):
     return f"'{v}" if isinstance(v, str) and v[:1] in ("=", "+", "-", "@") else v
 
 
-def markdown(rows: list[dict], ref_root: Path, loc_root: Path, scale: str, tiers: list[str]) -> str:
+def markdown(rows: list[dict], ref_root: Path, loc_root: Path, scale: str, tiers: list[str],
+             not_run: list[str] = ()) -> str:
+    """comparison.md: the tiers run, and the command of each tier not run (`not_run`: tiers_not_run),
+    the machines, every claim and every table."""
     t = [r for r in rows if r["kind"] == "table"]
     c = [r for r in rows if r["kind"] == "claim"]
     lines = [f"# Your replication ({loc_root}/{scale}) beside the reference ({ref_root}/{scale})", "",
              "Outcomes and how they are judged: `workflows/compare.py` (timing columns left out; within seed",
              "noise: a two-sample t interval per metric and group of seeds at 95%, Bonferroni over each table's",
              "cells; each claim's effect at 95%; with one seed only bit-identity can be judged).", "",
-             f"Tiers run: {', '.join(tiers)}." + ("" if "paper" in tiers else
-                                                    f" The paper tier's tables and claims: `{PAPER_TIER}`."),
+             f"Tiers run: {', '.join(tiers)}."
+             + "".join(f" {hint[0].upper()}{hint[1:]}." for hint in tier_hints(not_run, "`")),
              "", "## Machines", ""]
     for name, folder in (("reference", ref_root / scale), ("yours", loc_root / scale)):
         found = machines(folder)
@@ -518,14 +551,15 @@ def listed(items: list[str], shown: int, sep: str = ", ") -> str:
     return sep.join(items[:shown]) + (f"{sep}... {len(items) - shown} more" if len(items) > shown else "")
 
 
-def closing_summary(rows: list[dict], ref_dir: Path, loc_dir: Path, tiers: list[str], md: Path) -> list[str]:
-    """What make replicate ends with, on one screen: the tiers, the counts, each table that differs
-    and each claim whose verdict changed, named; the rest is in comparison.md."""
+def closing_summary(rows: list[dict], ref_dir: Path, loc_dir: Path, tiers: list[str], md: Path,
+                    not_run: list[str] = ()) -> list[str]:
+    """What make replicate ends with, on one screen: the tiers (and the command of each tier not run,
+    `not_run`: tiers_not_run), the counts, each table that differs and each claim whose verdict
+    changed, named; the rest is in comparison.md."""
     t = [r for r in rows if r["kind"] == "table"]
     c = [r for r in rows if r["kind"] == "claim"]
     out = [f"your results: {loc_dir}/ beside the reference {ref_dir}/ (untouched)",
-           f"tiers run: {', '.join(tiers)}"
-           + ("" if "paper" in tiers else f" (the paper tier's tables and claims: {PAPER_TIER})"),
+           f"tiers run: {', '.join(tiers)}" + (f" ({'; '.join(tier_hints(not_run))})" if not_run else ""),
            f"tables: {summary(t) or 'none'}"]
     different = [r for r in t if r["outcome"] == "different"]
     out += [f"  different: {r['name']}: {r['detail'][:300]}" for r in different[:SHOWN]]
@@ -575,7 +609,7 @@ def main(argv=None) -> int:
     p.add_argument("--reference", type=Path, default=ROOT / "results", help="the committed results root")
     p.add_argument("--scale", default="embedded")
     p.add_argument("--replications", type=Path, default=ROOT / "replications",
-                   help="the papers' experiments.yaml (which figures are in the paper tier)")
+                   help="the papers' experiments.yaml (each figure's tier)")
     args = p.parse_args(argv)
     ref_dir, loc_dir = args.reference / args.scale, args.results / args.scale
     for d in (ref_dir, loc_dir):   # before resolve(), which raises on a symbolic link loop
@@ -586,15 +620,17 @@ def main(argv=None) -> int:
         print(f"compare: {loc_dir} is the reference itself: nothing to compare (git diff shows what changed)")
         return 0
     try:   # everything read and judged before anything is written
-        paper_figures = paper_tier_figures(args.scale, args.replications)
-        tiers = tiers_run(loc_dir, paper_figures)
-        rows = (compare_tables(ref_dir, loc_dir, paper_figures, tuple(tiers))
+        tier_of = tier_figures(args.scale, args.replications)
+        tiers = tiers_run(loc_dir, tier_of)
+        not_run = tiers_not_run(tiers, tier_of)
+        rows = (compare_tables(ref_dir, loc_dir, tier_of, tuple(tiers))
                 + compare_claims(ref_dir / "claims.csv", loc_dir / "claims.csv"))
-        write_outputs(loc_dir, markdown(rows, args.reference, args.results, args.scale, tiers), pd.DataFrame(rows))
+        write_outputs(loc_dir, markdown(rows, args.reference, args.results, args.scale, tiers, not_run),
+                      pd.DataFrame(rows))
     except CompareError as e:
         print(f"compare: {e}", file=sys.stderr)
         return 2
-    print("\n".join(closing_summary(rows, ref_dir, loc_dir, tiers, loc_dir / "comparison.md")))
+    print("\n".join(closing_summary(rows, ref_dir, loc_dir, tiers, loc_dir / "comparison.md", not_run)))
     return 0
 
 

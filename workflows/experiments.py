@@ -63,7 +63,7 @@ from codist.launching.launch import threads_per_rank
 from codist.workloads.metrics import LOGGED
 
 # the experiments-file schema lives with the analysis that also reads it
-from analysis.schema import SpecError, check_references, parse  # noqa: E402
+from analysis.schema import SpecError, check_references, parse, tier_command  # noqa: E402
 from analysis import regime, sequential  # noqa: E402
 
 # figure kind -> the script (relative to the repository root) that draws it
@@ -112,7 +112,7 @@ class Plan:
     declared_by: dict[str, str] = field(default_factory=dict)   # run id -> first declaration
     # (paper, figure) -> the scales it declares, for every figure, planned at this scale or not
     scales_of: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
-    tier: str = "default"          # "paper": the paper-tier figures too (schema.TIERS)
+    tier: str = "default"          # another tier (schema.TIERS): its figures too
     tier_of: dict[tuple[str, str], str] = field(default_factory=dict)   # every figure's tier
     seed_offset: int = 0           # added to every declared seed (0: the committed seeds)
     state_dir: Path | None = None  # <results>/<scale>: each paper's sequential.csv (analysis/sequential.py)
@@ -270,11 +270,17 @@ def without_probes(cfg: RunConfig) -> dict:
     return d
 
 
+#: a plan of every tier at once, for code that must see every run a scale declares (benchmarks that
+#: price them, tests that find the committed run ids); not a tier a user asks for (workflow_config)
+EVERY_TIER = "every"
+
+
 def in_tier(figure_tier: str, tier: str, scale: str) -> bool:
     """Whether a figure of `figure_tier` is planned when `tier` is asked: the default tier plans the
-    default figures, the paper tier every figure. Tiers divide the CPU-sized scales' budget; the full
-    scale is the papers' own setups, so it plans every figure whatever the tier."""
-    return figure_tier == "default" or tier == "paper" or scale == "full"
+    default figures, each other tier (paper, decisive: schema.TIERS) the default figures and its own,
+    EVERY_TIER all of them. Tiers divide the CPU-sized scales' budget; the full scale is the papers'
+    own setups, so it plans every figure whatever the tier."""
+    return figure_tier in ("default", tier) or tier == EVERY_TIER or scale == "full"
 
 
 def shifted_seeds(seeds: list[int], offset: int, where: str, reach: int = 0) -> list[int]:
@@ -430,7 +436,7 @@ def load_plan(root: str | os.PathLike, scale: str, data_root: str | None = None,
     """The plan for `scale` from every `root/<paper>/experiments.yaml`. `data_root`: written,
     absolute, into the launch section of every run that reads a data folder relative to it
     (codist.data_root; the run ids stay the same); runs that read none are left as they are, so
-    a data root never rewrites their config files. `tier`: "paper" adds the paper-tier figures.
+    a data root never rewrites their config files. `tier`: another tier adds its figures (in_tier).
     `seed_offset`: added to every seed list (new run ids: a rerun with fresh seeds). `results`: the
     results root planned for; its <scale>/<paper>/sequential.csv (written by the claims analysis)
     extends a figure's seeds to what its sequential claims' looks need (analysis/sequential.py)."""
@@ -474,9 +480,8 @@ def unplanned_target(plan: Plan, results: str, target: str) -> str | None:
         return _unknown_figure(plan, target, m[1], m[2])
     scales = plan.scales_of[(m[1], m[2])]
     name = f"{m[2]}{m[3]}"
-    if plan.scale in scales and not in_tier(plan.tier_of[(m[1], m[2])], plan.tier, plan.scale):
-        return (f"{target}: {m[1]} {m[2]} is a paper-tier figure: add --config tier=paper "
-                f"(make replicate TIER=paper)")
+    if plan.scale in scales and not in_tier(tier := plan.tier_of[(m[1], m[2])], plan.tier, plan.scale):
+        return f"{target}: {m[1]} {m[2]} is a {tier}-tier figure: add --config tier={tier} ({tier_command(tier)})"
     if "full" in scales:
         return (f"{target}: {m[1]} {m[2]} is a full-scale figure only (no {plan.scale} runs); it is made by "
                 f"`snakemake --profile env/profiles/slurm {results}/full/{m[1]}/{name} --config scale=full"

@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from analysis import regime
-from analysis.schema import Paper, parse
+from analysis.schema import TIERS, Paper, parse, tier_command
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -100,7 +100,8 @@ BEGIN, END = "<!-- FIGURES: written by `python workflows/paper_readme.py` -->", 
 
 def figures_list(specs: list[Paper]) -> str:
     """The top README's figure ids: all of them (each at scale=full), then what the embedded scale
-    builds, in the default tier and in the paper tier (`make replicate TIER=paper`)."""
+    builds, in the default tier and in each other tier (schema.TIERS: `make replicate TIER=<tier>`),
+    one sentence each."""
     def ids(spec, scale=None, tier=None):
         return ", ".join(f"`{f}`" for f, fig in spec.figures.items()
                          if (scale is None or scale in fig.scales) and (tier is None or fig.tier == tier))
@@ -120,8 +121,9 @@ def figures_list(specs: list[Paper]) -> str:
         BEGIN,
         f"Figure ids: {every} ({at_full}). The embedded scale builds the {count('default')} of the "
         f"default tier: {per_paper('default')}.",
-        f"The paper tier (`make replicate TIER=paper`) adds {count('paper')}: {per_paper('paper')} "
-        "(its time on 2 cores: [Tiers](docs/claims.md#tiers-and-fresh-seeds)).",
+        *(f"The {tier} tier (`{tier_command(tier)}`) adds "
+          + (f"{count(tier)}: {per_paper(tier)} (its time on 2 cores: [Tiers](docs/claims.md#tiers-and-fresh-seeds))."
+             if count(tier) else "no figure yet.") for tier in TIERS[1:]),
         f"The others are full-scale only ({full_only}): their claims read \"not tested at this scale\" with the",
         "reason and what their regime would cost ([docs/claims.md](docs/claims.md#what-an-untested-regime-would-cost)),",
         "and asking for one at the embedded scale says so and names the command that makes it (a mistyped",

@@ -1,7 +1,7 @@
 """Reproducibility proof: regenerate the replication from nothing and compare it with what is
 committed.
 
-    python workflows/verify.py [--scale embedded] [--cores N] [--keep DIR] [TARGET ...]
+    python workflows/verify.py [--scale embedded] [--cores N] [--tier T] [--keep DIR] [TARGET ...]
 
 Runs Snakemake (the local profile, as `make replicate`) into a fresh temporary results folder
 (`--config results=<tmp>`: nothing committed is read or touched), then compares every table
@@ -11,7 +11,9 @@ setup_s, eval_s, elapsed_s, wall_s_to_target, ...) differ between machines and r
 left out; so are the PNGs (drawn from these tables) and notebooks (they check themselves against
 claims.csv when they run). TARGETs (paths relative to results/<scale>/, e.g.
 `sun2016/cifar10.csv`) limit the check to those outputs and what they need; without them, the
-whole default replication is regenerated (as long as `make replicate`).
+whole default replication is regenerated (as long as `make replicate`). `--tier T` (paper,
+decisive: analysis/schema.py TIERS) regenerates that tier's figures too; the tables and claim rows
+of the tiers not regenerated are left out of the check.
 
 Prints each difference (file, column, first differing rows) and, for a table that differs, whether
 the seeds explain it (workflows/compare.py: within seed noise or different), and exits 1 if any
@@ -21,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -31,28 +32,19 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import sequential
-from workflows.compare import exact_differences, judge_table, tables
-from workflows.experiments import load_plan
+from analysis.schema import TIERS
+from workflows.compare import UNTESTED, exact_differences, judge_table, of_figures, tables, tier_figures
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def paper_tier_figures(scale: str) -> set[tuple[str, str]]:
-    """(paper, figure) of every paper-tier figure: the default tier regenerates none of their tables."""
-    plan = load_plan(ROOT / "replications", scale)
-    return {pf for pf, tier in plan.tier_of.items() if tier == "paper"}
-
-
-def of_figures(rel: Path, figures: set[tuple[str, str]]) -> bool:
-    """Whether a table (relative to results/<scale>/) belongs to one of `figures`."""
-    return (rel.parent.name, re.sub(r"_(curves|values|paper)$", "", rel.stem)) in figures
-
-
-def default_tier_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """A claims table without the paper-tier claims (tested by the paper tier, or not in this one)."""
+def default_tier_rows(df: pd.DataFrame, tier: str = "default") -> pd.DataFrame:
+    """A claims table with only the claims of the default tier and of `tier`: without the other tiers'
+    (tested by their tier, or 'not tested in this tier' in this one)."""
     if "tier" not in df:
         return df
-    other = (df["tier"] == "paper") | df["verdict"].astype(str).str.startswith("not tested in this tier")
+    others = [t for t in TIERS if t not in ("default", tier)]
+    other = df["tier"].isin(others) | df["verdict"].astype(str).str.startswith(UNTESTED)
     return df[~other].reset_index(drop=True)
 
 
@@ -76,8 +68,8 @@ def main() -> int:
     p.add_argument("targets", nargs="*", help="outputs relative to results/<scale>/ (default: everything)")
     p.add_argument("--scale", default="embedded")
     p.add_argument("--cores", type=int, default=os.cpu_count() or 2)
-    p.add_argument("--tier", default="default", choices=("default", "paper"),
-                   help="paper: the paper-tier figures too (a paper-tier table needs it)")
+    p.add_argument("--tier", default="default", choices=TIERS,
+                   help="another tier (paper, decisive): its figures too (a table of that tier needs it)")
     p.add_argument("--keep", type=Path, default=None, help="regenerate into this (new, empty) folder and keep it")
     args = p.parse_args()
     committed = ROOT / "results" / args.scale
@@ -89,9 +81,9 @@ def main() -> int:
         fresh = tmp / args.scale
         made = tables(fresh)
         wanted = tables(committed) if not args.targets else made
-        if args.tier == "default":   # the paper tier's committed tables are checked with --tier paper
-            paper_tier = paper_tier_figures(args.scale)
-            wanted = {rel for rel in wanted if not of_figures(rel, paper_tier)}
+        # another tier's committed tables are checked with --tier <that tier>
+        others = {pf for pf, tier in tier_figures(args.scale).items() if tier != args.tier}
+        wanted = {rel for rel in wanted if not of_figures(rel, others)}
         problems = {}
         for rel in sorted(made | wanted):
             if not (fresh / rel).exists():
@@ -100,8 +92,8 @@ def main() -> int:
                 problems[rel] = ["regenerated, but not committed"]
             else:
                 ref, new = pd.read_csv(committed / rel), pd.read_csv(fresh / rel)
-                if rel.name == "claims.csv" and args.tier == "default":
-                    ref, new = default_tier_rows(ref), default_tier_rows(new)
+                if rel.name == "claims.csv":
+                    ref, new = default_tier_rows(ref, args.tier), default_tier_rows(new, args.tier)
                 problems[rel] = exact_differences(ref, new)
                 if problems[rel]:   # not bit-identical: could the seeds explain it? (workflows/compare.py)
                     outcome, why = judge_table(ref, new, each_row=rel.name == "claims.csv")

@@ -10,6 +10,7 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from analysis.schema import TIERS
 from codist.config import RunConfig
 
 #: the scales a run config knows (codist.config: RunConfig.scale)
@@ -26,8 +27,8 @@ class WorkflowConfig(BaseModel):
     data_root: str | None = Field(None, min_length=1, description="the folder every relative workload.data_dir "
                                   "is joined to (each run's launch.data_root, made absolute; not part of the run "
                                   "id; default: $CODIST_DATA_ROOT when the runs start)")
-    tier: Literal["default", "paper"] = Field("default", description="paper: the paper-regime figures too "
-                                              "(analysis/schema.py Figure.tier; make replicate TIER=paper)")
+    tier: Literal[TIERS] = Field("default", description="another tier (paper, decisive): its figures too "
+                                 "(analysis/schema.py TIERS, Figure.tier; make replicate TIER=<tier>)")
     seed_offset: int = Field(0, ge=0, description="added to every figure's seeds: a rerun with fresh seeds (new run "
                              "ids; make replicate SEEDS=N writes to results-seeds+N); never with results=results")
     rehearsal: bool = Field(False, description="scale=full only: every planned run shrunk as workflows/rehearsal.py "
