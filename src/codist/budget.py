@@ -203,7 +203,7 @@ def extra_forwards(cfg) -> float:
 
 def rate_precision(cfg, precision: str) -> str:
     """The math of a run at `precision` (fp32 or bf16): an fp32 run with `train.tf32` (the default)
-    computes its fp32 products in TF32 (codist.rank.cuda_defaults), so its rate is the TF32 one."""
+    computes its fp32 products in TF32 (codist.runtime.cuda_defaults), so its rate is the TF32 one."""
     return "tf32" if precision == "fp32" and cfg.train.tf32 else precision
 
 
