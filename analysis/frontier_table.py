@@ -5,7 +5,7 @@ per update, the Pareto front over the points' means, projected wall time per ban
     python analysis/frontier_table.py --runs W_runs.json --csv W.csv --points W_points.csv --markdown W.md
 
 Every number comes from the runs' summary.json (written by the workflow's `<workload>_runs.json`,
-analysis/frontier_plan.py). Intervals: mean -/+ t(0.95, n-1) sd / sqrt(n) over seeds (the claims'
+workflows/frontier_plan.py). Intervals: mean -/+ t(0.95, n-1) sd / sqrt(n) over seeds (the claims'
 one-sided 95% bounds, a two-sided 90% interval; analysis/stats.py).
 """
 from __future__ import annotations

@@ -30,9 +30,8 @@ def tiny(**train) -> config.RunConfig:
 def test_tf32_is_on_by_default_and_keeps_every_committed_run_id():
     assert tiny().train.tf32 is True
     assert tiny(tf32=True).run_id() == tiny().run_id() != tiny(tf32=False).run_id()
-    sys.path[:0] = [str(ROOT / "workflows"), str(ROOT / "analysis")]
-    from experiments import EVERY_TIER, load_plan
-    from frontier_plan import load_points
+    from workflows.experiments import EVERY_TIER, load_plan
+    from workflows.frontier_plan import load_points
     planned = set(load_plan(ROOT / "replications", "embedded", tier=EVERY_TIER).configs)
     _, frontier = load_points(ROOT / "replications/frontier/frontier.yaml", ROOT / "replications", "embedded")
     planned |= {p.run_id for p in frontier}

@@ -11,10 +11,11 @@ import pytest
 from conftest import TINY, deep_update
 from pydantic import StrictInt
 
-from analysis import comm_identity, frontier_plan, frontier_walltime, plot_table, regime
+from analysis import comm_identity, frontier_walltime, plot_table, regime
 from codist import budget, config
 from codist.algorithms.registry import CommForm, register
 from codist.algorithms.sections import AlgorithmSection
+from workflows import frontier_plan
 
 PERIOD_FRACTION = SimpleNamespace(quantity="period_fraction")
 ROUNDS = SimpleNamespace(quantity="rounds")

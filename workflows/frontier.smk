@@ -2,7 +2,7 @@
 
     snakemake --profile env/profiles/local --cores 2 results/embedded/frontier/frontier.md
 
-replications/frontier/frontier.yaml (analysis/frontier_plan.py) declares per workload the points
+replications/frontier/frontier.yaml (workflows/frontier_plan.py) declares per workload the points
 (method x period) and seeds; their configs join the plan, so train.smk's rules train them and a
 point equal to a paper's run is that run. Per workload: <w>_runs.json -> <w>.csv (runs),
 <w>_points.csv and <w>.md (points, Pareto front, projected wall time) -> <w>.png; frontier.md
@@ -10,7 +10,7 @@ joins the workloads' tables. Needs common.smk and train.smk included first.
 """
 # the scripts next to this file (also when a wrapper Snakefile elsewhere includes it)
 FRONTIER_ANALYSIS = Path(workflow.current_basedir.get_path_or_uri(secret_free=True)).parent / "analysis"
-from analysis.frontier_plan import FrontierError, add_to_plan, load_points, runs_manifest_text
+from workflows.frontier_plan import FrontierError, add_to_plan, load_points, runs_manifest_text
 
 FRONTIER_SPEC = Path(REPLICATIONS) / "frontier" / "frontier.yaml"
 FRONTIER_DIR = f"{RESULTS}/{SCALE}/frontier"
