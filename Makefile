@@ -118,10 +118,11 @@ $(VENV)/cosmic-ray/bin/cosmic-ray: env/requirements-mutation.txt
 mutation: $(STAMP) $(VENV)/cosmic-ray/bin/cosmic-ray
 	nice -n 10 $(BIN)/python benchmarks/mutation.py $(if $(MODULES),--modules $(MODULES)) $(if $(SURVIVORS),--survivors)
 
-# GPU-hours of `--config scale=full` per figure and paper (src/codist/budget.py): prints the table and
-# rewrites the budget block of docs/full-scale.md ("What it costs") and results/bench/full_scale_budget.csv.
+# GPU-hours of `--config scale=full` per figure and paper (workflows/budget.py reads the plan, src/codist/budget.py
+# prices it): prints the table and rewrites the budget block of docs/full-scale.md ("What it costs") and
+# results/bench/full_scale_budget.csv.
 budget: $(STAMP)
-	$(BIN)/python -m codist.budget --readme docs/full-scale.md --csv results/bench/full_scale_budget.csv
+	$(BIN)/python workflows/budget.py --readme docs/full-scale.md --csv results/bench/full_scale_budget.csv
 
 # codist's own loop on the GPU (benchmarks/gpu_codist_check.py: per workload family a 2-rank
 # codist run over NCCL, codistillation / EC-DNN exchanges, evaluation, stop checks, a checkpoint,

@@ -17,7 +17,7 @@ training FLOPs per sample (torch.utils.flop_counter) and the published reference
 replications/throughput.yaml beside it. Then, with >= 2 GPUs, a 2-rank NCCL all-reduce of a
 ResNet-50-sized buffer and a codistillation checkpoint exchange (codist's flat_state broadcast,
 checked bit-exact on the receiver); with fewer, a skip line says why (`--collectives` runs the
-same over gloo on CPU). The CSV's cuda rows are what `python -m codist.budget --gpu <kind>` reads.
+same over gloo on CPU). The CSV's cuda rows are what `python workflows/budget.py --gpu <kind>` reads.
 """
 from __future__ import annotations
 
@@ -51,7 +51,8 @@ class Spec:
 
 def full_specs(replications: Path) -> list[Spec]:
     """One spec per distinct (model, batch per rank, language pair) of the full-scale plan."""
-    plan = budget.load_full_plan(replications)
+    from workflows.budget import load_full_plan   # the plan's parser, only when planning
+    plan = load_full_plan(replications)
     seen = {}
     for cfg in plan.configs.values():
         w = cfg.workload

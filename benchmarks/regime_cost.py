@@ -193,11 +193,8 @@ def _paper_spec(path: Path):
 
 
 def _full_plan(replications: Path, bench: Path):
-    from codist import budget
-    table = budget.load_throughput(replications / "throughput.yaml")
-    plan = budget.load_full_plan(replications)   # first, as codist.budget's main: it imports CODIST_PLUGINS,
-    budget.add_registered(table)                 # whose workloads add_registered then finds
-    budget.add_measured(table, bench / "gpu_throughput.csv")
+    from workflows.budget import priced_plan
+    plan, table, _ = priced_plan(replications, replications / "throughput.yaml", bench / "gpu_throughput.csv")
     return plan, table
 
 

@@ -160,7 +160,8 @@ def test_readme_section_is_replaced(tmp_path):
 
 
 def test_real_full_plan_every_figure_has_a_row_with_rates():
-    plan = budget.load_full_plan(ROOT / "replications")
+    from workflows.budget import load_full_plan
+    plan = load_full_plan(ROOT / "replications")
     table = budget.load_throughput(ROOT / "replications" / "throughput.yaml")
     rows = budget.plan_budget(plan, table, "a100")
     figures = {(r.paper, r.figure) for r in rows if r.figure not in ("", "all")}

@@ -3,7 +3,7 @@ outside their own files (issue 25 item 3): tests/toy_algorithm.py (toy_broadcast
 tests/toy_workload.py (toy_blobs, its rates in tests/toy_throughput.yaml), named in CODIST_PLUGINS,
 and a tiny experiments file in a temporary folder. The real Snakefile plans it, trains its six runs
 (real `codist run`s) and judges its claim (analysis/claims.py: the plugin metric's direction comes
-from the workload's registration), and `python -m codist.budget` prices its full-scale runs (the
+from the workload's registration), and `python workflows/budget.py` prices its full-scale runs (the
 model name and rates from the workload's registration and file). The in-process tests: the
 plugin's data check and data needs, and its metric's direction, as the registrations give them."""
 from __future__ import annotations
@@ -84,7 +84,7 @@ def test_plugins_go_through_plan_run_claims_and_budget(tmp_path):
     # 0.04 (bf16) samples/s on an a100, no extra forward passes: 4,000 s = 1.111 h fp32 a run;
     # 3 one-rank and 3 two-rank runs: 3 x 1.111 + 3 x 2 x 1.111 = 10 GPU-hours fp32, 5 bf16
     out = tmp_path / "budget.csv"
-    proc = subprocess.run([sys.executable, "-m", "codist.budget", "--replications", str(reps), "--csv", str(out),
+    proc = subprocess.run([sys.executable, str(ROOT / "workflows" / "budget.py"), "--replications", str(reps), "--csv", str(out),
                            "--measured", str(tmp_path / "none.csv")], capture_output=True, text=True, env=plugin_env(),
                           timeout=300)
     assert proc.returncode == 0, proc.stderr

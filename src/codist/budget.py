@@ -1,12 +1,13 @@
-"""GPU-hour budget of the full scale: `python -m codist.budget [--gpu a100]` (also `make budget`).
+"""GPU-hour budget of the full scale: the pricing behind `python workflows/budget.py [--gpu a100]`
+(also `make budget`), which reads the plan the Snakefile builds for `--config scale=full`
+(workflows/experiments.py) and hands it here: codist never imports the checkout's workflows/.
 
-Reads the plan the Snakefile builds for `--config scale=full` (workflows/experiments.py), so runs,
-steps, batch per rank and world size come from the real configs, and a per-GPU throughput table
-(replications/throughput.yaml: published numbers with their source, or derived from one; measured
-rows from `make gpu-check`'s results/bench/gpu_throughput.csv; a registered workload's own file,
-its `throughput=`, adds its models). A run's model name and units per sample are its workload's
-registration's (`throughput_model`, `units_per_sample`), its extra forward passes its algorithm's
-(`extra_forwards`). Per run:
+Runs, steps, batch per rank and world size come from the plan's real configs, and a per-GPU
+throughput table (replications/throughput.yaml: published numbers with their source, or derived
+from one; measured rows from `make gpu-check`'s results/bench/gpu_throughput.csv; a registered
+workload's own file, its `throughput=`, adds its models). A run's model name and units per sample
+are its workload's registration's (`throughput_model`, `units_per_sample`), its extra forward
+passes its algorithm's (`extra_forwards`). Per run:
 
     seconds = steps x (1 + extra forward passes per step / 3) x units per GPU per step / (units/s per GPU)
 
@@ -17,13 +18,11 @@ a two-phase teacher) costs a third of a training step (backward = 2 x forward). 
 scaling is taken as perfect and evaluation, communication and data loading as free, so the hours
 are a lower bound for the stated per-GPU rate. GPU-hours = hours x world size.
 
-`--readme README.md` rewrites the section between the budget markers; `--csv` writes the table.
+`markdown` is the printed table, `write_csv` the CSV and `update_readme` the docs' budget block.
 """
 from __future__ import annotations
 
-import argparse
 import csv
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -265,12 +264,6 @@ def plan_budget(plan, table: Throughput, gpu: str) -> list[Row]:
     return rows
 
 
-def load_full_plan(replications: str | Path):
-    """The Snakefile's plan at scale=full (workflows/experiments.py)."""
-    from workflows.experiments import load_plan   # the checkout's workflows/ package (pyproject)
-    return load_plan(replications, "full")
-
-
 # --------------------------------------------------------------------------- output
 
 COLUMNS = ["paper", "figure", "runs", "gpus_per_run", "fits_one_8gpu_node",
@@ -336,39 +329,3 @@ def update_readme(path: str | Path, body: str) -> None:
     head, rest = text.split(MARK_START)
     _, tail = rest.split(MARK_END)
     path.write_text(f"{head}{MARK_START}\n{body}{MARK_END}{tail}")
-
-
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m codist.budget", description=__doc__.split("\n")[0])
-    p.add_argument("--gpu", default="a100", help="GPU kind of the throughput table (default a100)")
-    p.add_argument("--replications", default=str(ROOT / "replications"))
-    p.add_argument("--throughput", default=str(ROOT / "replications" / "throughput.yaml"))
-    p.add_argument("--measured", default=str(ROOT / "results" / "bench" / "gpu_throughput.csv"),
-                   help="make gpu-check's CSV: its cuda rows are measured rates of their GPU kind")
-    p.add_argument("--csv", help="write the table here (e.g. results/bench/full_scale_budget.csv)")
-    p.add_argument("--readme", help="rewrite the budget section of this README")
-    args = p.parse_args(argv)
-    try:
-        table = load_throughput(args.throughput)
-        plan = load_full_plan(args.replications)   # validates the configs: CODIST_PLUGINS imported
-        add_registered(table)
-        measured = add_measured(table, args.measured)
-        known = sorted({g for _, g, _ in table.rates})
-        if args.gpu not in known:
-            raise BudgetError(f"--gpu {args.gpu!r}: no throughput for it; known: {', '.join(known)}")
-        rows = plan_budget(plan, table, args.gpu)
-    except BudgetError as e:
-        print(f"codist budget: {e}", file=sys.stderr)
-        return 2
-    command = "python -m codist.budget" + ("" if args.gpu == "a100" else f" --gpu {args.gpu}")
-    text = markdown(rows, table, args.gpu, command, measured)
-    print(text, end="")
-    if args.csv:
-        write_csv(rows, args.csv, args.gpu)
-    if args.readme:
-        update_readme(args.readme, text)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
