@@ -16,6 +16,8 @@ import subprocess
 from fnmatch import fnmatchcase
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 # top first: a module imports its own layer or lower
@@ -252,7 +254,7 @@ def test_the_glue_scan_finds_both_kinds(tmp_path):
         "analysis/plot.py:4: from stats import t"]
 
 
-# ---------------------------------------------------------------- benchmarks/ is a leaf (issue 52)
+# ---------------------------------------------------------------- the checkout's top level (issue 52)
 
 def imports_of(folder: Path, package: str) -> list[str]:
     """Every import statement of `package` or a module in it (anywhere in a file's body) in the .py
@@ -269,10 +271,20 @@ def imports_of(folder: Path, package: str) -> list[str]:
     return found
 
 
-def test_the_analysis_never_imports_the_benchmarks():
-    """workflows/ and benchmarks/ import analysis/; benchmarks/ is a leaf that nothing else imports,
-    so what the analysis shares with a benchmark (analysis/alpha_beta.py's network model) lives here."""
-    assert imports_of(ROOT / "analysis", "benchmarks") == []
+# top first (docs/architecture.md, "Packages outside src/codist"): a package imports those below it,
+# never one above it, and never benchmarks/, a leaf that imports anything and nothing imports
+TOP_LEVEL = {"workflows": ROOT / "workflows", "analysis": ROOT / "analysis", "codist": SRC / "codist"}
+
+
+@pytest.mark.parametrize("package", list(TOP_LEVEL))
+def test_no_import_runs_back_up_the_top_level(package):
+    """workflows/ imports analysis/ and codist, never benchmarks/; analysis/ imports neither
+    workflows/ (the plan parsers live there, frontier_plan.py too) nor benchmarks/ (what the analysis
+    shares with a benchmark, alpha_beta.py's network model, lives in analysis/); src/codist imports
+    none of the three (the budget's command, which reads the plan, is workflows/budget.py). Every
+    .py file under the package's folder, imports inside functions too (not the .smk files)."""
+    above = [*list(TOP_LEVEL)[:list(TOP_LEVEL).index(package)], "benchmarks"]
+    assert [line for name in above for line in imports_of(TOP_LEVEL[package], name)] == []
 
 
 def test_the_import_scan_finds_every_form(tmp_path):
