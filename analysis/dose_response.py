@@ -1,8 +1,9 @@
 """A dose-response decision: does a stand-in's size knob decide a comparison that ran against the paper?
 
 Issue 49 traced Sun et al.'s verdicts against the paper to shards of 500 images. Figure
-`sun2016/cifar100_shards` runs MA-DNN and EC-DNN at K = 4 with shards of 500, 1,500 and 3,000
-images (series "MA-DNN, <size> a shard", "EC-DNN, <size> a shard"); this module reads its per-seed
+`sun2016/cifar100_shards` runs MA-DNN and EC-DNN at K = 4 with shards of 500 and 1,500 images
+(series "MA-DNN, <size> a shard", "EC-DNN, <size> a shard"; its 3,000-image arm was cut for wall
+time before any outcome was read: the figure's notes); this module reads its per-seed
 `_values.csv` (error_pct of each row's model) and applies the rule written in that figure's notes
 before any of its runs. Per comparison c, in top-1 points, paired by seed:
 
@@ -12,8 +13,8 @@ before any of its runs. Per comparison c, in top-1 points, paired by seed:
 
   "artefact of the shard size": T's one-sided 95% lower bound > 0 and c(largest)'s upper bound
                                 >= the paper's effect;
-  "finding":                    c(largest)'s upper bound < the paper's effect (six times the data a
-                                shard does not bring the paper's result);
+  "finding":                    c(largest)'s upper bound < the paper's effect (the largest shard's
+                                data does not bring the paper's result);
   otherwise                     "undecided at n seeds".
 
 EC-DNN's G - L gap (L's error - G's) is reported at each size beside the regime check's bound,
