@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import numbers
 import re
 import sys
 from dataclasses import dataclass
@@ -157,15 +158,29 @@ def table(decisions: list[Decision], gap: dict, gap_bound: float) -> pd.DataFram
     for s, iv in gap.items():
         rows.append({"quantity": "EC-DNN G - L gap (L error - G error)", "shard": s, "n": iv.n, "mean": iv.mean,
                      "sd": iv.sd, "low": iv.low, "high": iv.high, "paper": gap_bound,
-                     "answer": "carries the ensemble" if iv.high <= gap_bound else ""})
-    return pd.DataFrame(rows)
+                     "answer": gap_state(iv, gap_bound)})
+    out = pd.DataFrame(rows)
+    out["shard"] = out["shard"].astype("Int64")
+    return out
+
+
+def gap_state(iv: stats.Interval, bound: float) -> str:
+    """The regime check's reading (analysis/regime.py's rule): shown when the upper bound is inside
+    the bound, refuted when the lower bound is past it, else not established."""
+    if iv.high <= bound:
+        return "carries the ensemble (shown)"
+    if iv.low > bound:
+        return "does not carry it (refuted)"
+    return "not established"
 
 
 def markdown(t: pd.DataFrame, values: Path) -> str:
     def f(x):
-        return "" if isinstance(x, float) and math.isnan(x) else (f"{x:,.0f}" if isinstance(x, (int, float)) and
-                                                                   float(x).is_integer() and abs(x) >= 100 else
-                                                                   (f"{x:.2f}" if isinstance(x, float) else str(x)))
+        if x is pd.NA or (isinstance(x, float) and math.isnan(x)):
+            return ""
+        if isinstance(x, float):
+            return f"{x:.2f}"
+        return f"{x:,}" if isinstance(x, numbers.Integral) else str(x)
     lines = [f"# Dose-response decision ({values.name}; points of top-1, one-sided 95% t bounds)", "",
              "The rule (analysis/dose_response.py, written before the runs): artefact of the shard size when the "
              "trend's lower bound is > 0 and the largest shard's upper bound reaches the paper's effect; finding "
