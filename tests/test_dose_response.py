@@ -67,7 +67,7 @@ def test_artefact_finding_and_undecided(tmp_path):
     g3000 = t[(t["quantity"].str.startswith("G:")) & (t["shard"] == 3000)].iloc[0]
     assert g3000["mean"] == pytest.approx((8 + 7.5 + 8) / 3)
     gap = t[t["quantity"].str.startswith("EC-DNN G - L")]
-    assert list(gap["shard"]) == [500, 3000]
+    assert list(gap["shard"]) == [500, 3000] and list(gap["answer"]) == ["carries the ensemble (shown)", "does not carry it (refuted)"]
     assert gap["paper"].iloc[0] == pytest.approx(2 * 4.54)
     assert "artefact of the shard size" in md and "| finding |" in md
     # the same data with seeds so spread that 3 cannot tell -> undecided
