@@ -141,7 +141,8 @@ CRITEO_LINES = 45_840_617
 
 def data_sizes(workload: dict) -> tuple[float, float]:
     """(training examples, validation examples) of a run's data: the embedded generator's own
-    sizes, or the real data set's (DATA_SETS, LM_CORPUS_TOKENS). The embedded LM's text is endless
+    sizes, Fashion-MNIST's subset (its config's caps), or the real data set's (DATA_SETS,
+    LM_CORPUS_TOKENS). The embedded LM's text is endless
     (each document seeded by its stream, row and index: lm_data.EmbeddedStream); a corpus is not."""
     name, ds = workload["name"], workload.get("dataset", "embedded")
     if name == "lm" and ds == "embedded":
@@ -152,6 +153,8 @@ def data_sizes(workload: dict) -> tuple[float, float]:
             raise RegimeError(f"workload 'lm', data_dir {workload.get('data_dir')!r}: corpus size unknown "
                               f"(analysis/regime.py LM_CORPUS_TOKENS has {sorted(LM_CORPUS_TOKENS)})")
         return tokens / workload.get("seq_len", 32), math.nan
+    if ds == "fashion_mnist":   # its sizes are caps the config always carries (cifar_config: a balanced subset)
+        return workload["train_size"], workload["val_size"]
     if ds == "embedded":
         size = workload.get("train_size") or workload.get("pairs") or workload.get("train_examples")
         # translation's validation set is `val_pairs` (translation_config.py: no val_size)

@@ -157,6 +157,9 @@ def test_full_scale_epochs_use_the_real_data_set_sizes():
     assert quantity("epochs", ctr) == pytest.approx(40000 * 1024 / (45_840_617 * 0.9))
     assert regime.data_sizes(FULL_IMG["workload"]) == (1_281_167, 50_000)
     assert regime.data_sizes({"name": "cifar", "dataset": "cifar100", "data_dir": "c"}) == (50_000, 10_000)
+    # Fashion-MNIST: the caps its config always carries (a class-balanced subset, or the whole split)
+    assert regime.data_sizes({"name": "cifar", "dataset": "fashion_mnist", "train_size": 12000, "val_size": 10000}) \
+        == (12000, 10000)
     with pytest.raises(regime.RegimeError, match=r"workload 'imagenet', dataset 'imagefolder', data_dir 'imagenet_tenth'"):
         quantity("epochs", {**FULL_IMG, "workload": {**FULL_IMG["workload"], "data_dir": "imagenet_tenth"}})
 
