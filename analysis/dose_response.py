@@ -40,7 +40,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from analysis import stats
+from analysis import paper_effect, stats
+from analysis.schema import SpecError, parse
 from codist.runlog import atomic_write_text
 
 SERIES = re.compile(r"^(?P<algo>MA-DNN|EC-DNN), (?P<size>[\d,]+) a shard$")
@@ -97,17 +98,18 @@ def read_values(path: Path) -> pd.DataFrame:
 
 def paper_effects(experiments: Path, reference: str, k: int) -> tuple[dict[str, float], float]:
     """The paper's effects (points) from the reference figure's rows: {G, L} and EC-DNN's G - L gap."""
-    try:
-        spec = yaml.safe_load(experiments.read_text())
-        rows = {r["label"]: r for r in spec["figures"][reference]["rows"]}
-    except (OSError, yaml.YAMLError, KeyError, TypeError) as e:
-        raise DoseError(f"{experiments}: figures.{reference}.rows: cannot read them ({e})") from None
+    try:   # the validated spec (analysis/schema.py), as the claims read it
+        spec = parse(yaml.safe_load(experiments.read_text()), experiments)
+    except (OSError, yaml.YAMLError, SpecError) as e:
+        raise DoseError(f"{experiments}: cannot read it ({e})") from None
+    figure = spec.figures.get(reference)
+    rows = {r.label: r for r in (figure.rows or [])} if figure else {}
 
     def err(label: str) -> float:
-        row = rows.get(label)
-        if row is None or "error_pct" not in row:
+        value = paper_effect.row_value(rows[label].model_dump(), "error_pct") if label in rows else None
+        if value is None:
             raise DoseError(f"{experiments}: figures.{reference}.rows: expected a row {label!r} with the paper's error_pct")
-        return float(row["error_pct"])
+        return value
     effects = {"G": err(f"MA-DNN G, K={k}") - err(f"EC-DNN G, K={k}"),
                "L": err(f"MA-DNN L, K={k}") - err(f"EC-DNN L, K={k}")}
     return effects, err(f"EC-DNN L, K={k}") - err(f"EC-DNN G, K={k}")

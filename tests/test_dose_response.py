@@ -93,3 +93,8 @@ def test_a_non_numeric_value_is_named(tmp_path):
     path.write_text(text)
     with pytest.raises(dr.DoseError, match="key value: expected a finite error_pct"):
         dr.read_values(path)
+
+
+def test_a_reference_row_without_the_papers_number_is_named():
+    with pytest.raises(dr.DoseError, match=r"figures.cifar10_k4.rows: expected a row 'MA-DNN L, K=4'"):
+        dr.paper_effects(SUN, "cifar10_k4", 4)
