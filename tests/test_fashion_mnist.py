@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import math
 import os
 import shutil
@@ -134,6 +135,40 @@ def test_subset_is_class_balanced_and_fixed_by_data_seed(real):
     assert y.tolist() == real.train_y[keep].tolist()
     (mean,), (std,) = CIFAR_STATS["fashion_mnist"]
     assert float(x[17, 0, 14, 9]) == pytest.approx((real.train_x[keep[17], 0, 14, 9] / 255.0 - mean) / std, abs=1e-5)
+
+
+@real_files
+def test_downsample_averages_pixel_blocks_of_the_same_images(real):
+    """downsample 2: each 14 x 14 image's pixel is the mean of the 2 x 2 block of the standardised 28 x 28
+    image it came from (the same subset, labels and order); the model and augmentation take the new size."""
+    full = _workload(train_size=200, val_size=100, data_seed=3)
+    half = _workload(train_size=200, val_size=100, data_seed=3, downsample=2, augment=True)
+    x, y = full.train_dataset().tensors
+    hx, hy = half.data.splits()[0].tensors
+    assert hx.shape == (200, 1, 14, 14) and half.val_dataset().tensors[0].shape == (100, 1, 14, 14)
+    assert torch.equal(hy, y)
+    assert float(hx[5, 0, 3, 6]) == pytest.approx(float(x[5, 0, 6:8, 12:14].mean()), abs=1e-6)
+    assert half.train_dataset().padding == 1   # size // 8 of the 14-pixel side (3 at 28)
+    assert half.build_model()(hx[:2]).shape == (2, 10)
+
+
+def test_downsample_keeps_old_run_ids_and_refuses_what_it_cannot_do():
+    """At its default the key is not in the run id, so the committed Fashion-MNIST pilot's runs keep their
+    ids; any other value is."""
+    base = {"name": "t", "workload": {"name": "cifar", "dataset": "fashion_mnist", "train_size": 500}}
+    cfg = config.validate(base, "t")
+    same = config.validate(deep_update(base, {"workload": {"downsample": 1}}), "t")
+    other = config.validate(deep_update(base, {"workload": {"downsample": 2}}), "t")
+    assert same.run_id() == cfg.run_id() != other.run_id()
+    with pytest.raises(ValidationError, match=r"workload.downsample=2 applies to workload.dataset 'fashion_mnist' only"):
+        CifarConfig(downsample=2)
+    with pytest.raises(ValidationError, match=r"workload.downsample=3 does not divide Fashion-MNIST's 28-pixel side"):
+        CifarConfig(dataset="fashion_mnist", downsample=3)
+    from workflows.experiments import EVERY_TIER, load_plan
+    root = Path(__file__).resolve().parents[1]
+    planned = set(load_plan(root / "replications", "embedded", tier=EVERY_TIER).configs)
+    pilot = json.loads((root / "results/embedded/sodhani2020/fig1_fmnist_pilot_runs.json").read_text())["runs"]
+    assert len(pilot) == 12 and {r["run_id"] for r in pilot} <= planned
 
 
 def test_balanced_subset_whole_set_is_every_item_in_order():

@@ -463,7 +463,7 @@ NOT_IN_RUN_ID = ("name", "source", "launch", "train.save_model", "train.checkpoi
 #: keys added after run ids were published, hashed only when they differ from this value, so every
 #: run configured before them keeps its id (a bf16 run gets a new one)
 IN_RUN_ID_UNLESS = {"train.precision": "fp32", "train.tf32": True, "train.eval_size": 0,
-                    "train.deterministic": False, "workload.lstm": "fused"}
+                    "train.deterministic": False, "workload.lstm": "fused", "workload.downsample": 1}
 
 
 def run_id(cfg: RunConfig) -> str:

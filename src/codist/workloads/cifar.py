@@ -5,7 +5,8 @@ finite image classification task from `data_seed`. `dataset: cifar10` / `cifar10
 python-pickle CIFAR files that torchvision downloads (`data_dir` is the folder that holds
 `cifar-10-batches-py/` or `cifar-100-python/`); nothing is ever downloaded. `dataset:
 fashion_mnist` reads Fashion-MNIST's IDX files (`fashion_mnist`: `data_dir`, else the Debian
-package's folder), grayscale 28x28, optionally a class-balanced subset of each split.
+package's folder), grayscale 28x28 (or block-averaged to 14x14, ...: `downsample`), optionally a
+class-balanced subset of each split.
 
 CIFAR has no separate validation split: as in the replicated papers (He et al. 2016, Sun et
 al. 2016), the "validation" set here is the official 10,000-image test set; so for Fashion-MNIST.
@@ -234,7 +235,8 @@ class FashionMnistFiles:
     """The data source of `dataset: fashion_mnist`: the IDX files, checked, read on first use
     (codist.workloads.fashion_mnist); `train_size` / `val_size` below a split's size keep a
     class-balanced subset drawn with `data_seed` (streams 0 and 1: one cap leaves the other split
-    as it was); splits(), target() and facts() as the embedded source's."""
+    as it was); `downsample` > 1 averages pixel blocks (14 x 14 at 2); splits(), target() and facts()
+    as the embedded source's."""
 
     def __init__(self, cfg: CifarConfig):
         self.cfg = cfg
@@ -250,7 +252,10 @@ class FashionMnistFiles:
             for stream, (x, y, size) in enumerate([(data.train_x, data.train_y, self.cfg.train_size),
                                                    (data.test_x, data.test_y, self.cfg.val_size)]):
                 keep = fashion_mnist.balanced_subset(y, size, self.cfg.data_seed, stream)
-                parts.append(TensorDataset(normalize_cifar(x[keep], "fashion_mnist"), torch.from_numpy(y[keep])))
+                images = normalize_cifar(x[keep], "fashion_mnist")
+                if self.cfg.downsample > 1:   # block means of the standardised pixels (a linear map: the same
+                    images = F.avg_pool2d(images, self.cfg.downsample)   # as standardising the block means)
+                parts.append(TensorDataset(images, torch.from_numpy(y[keep])))
             self._splits = (parts[0], parts[1])
         return self._splits
 

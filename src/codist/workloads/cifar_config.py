@@ -33,7 +33,8 @@ def layout_text(dataset: str) -> str:
 FASHION_MNIST_PACKAGE = "dataset-fashion-mnist"
 FASHION_MNIST_PACKAGE_DIR = "/usr/share/datasets/fashion-mnist"
 FASHION_MNIST_CLASSES = 10
-#: split -> (images file, labels file, images in it); every image is 28 x 28 uint8, one channel
+FASHION_MNIST_SIDE = 28   # pixels; every image is FASHION_MNIST_SIDE x FASHION_MNIST_SIDE uint8, one channel
+#: split -> (images file, labels file, images in it)
 FASHION_MNIST_SPLITS = {
     "train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", 60_000),
     "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte", 10_000),
@@ -61,7 +62,8 @@ class CifarConfig(WorkloadSection):
     from the dataset-fashion-mnist package's folder when `data_dir` is unset. There `train_size`
     and `val_size` are caps (unset: the whole 60,000-image training set and 10,000-image test
     set): a cap picks a fixed, class-balanced subset drawn with `data_seed`, so a tier can
-    downscale. A subset is still real data, a smaller sample of the same images, not a stand-in.
+    downscale. A subset is still real data, a smaller sample of the same images, not a stand-in;
+    so is `downsample`, the same images at a lower resolution (block means of the pixels).
     """
 
 
@@ -81,6 +83,9 @@ class CifarConfig(WorkloadSection):
     val_size: StrictInt = Field(1000, ge=1)
     label_noise: float = Field(0.1, ge=0.0, lt=0.5)
     data_seed: StrictInt = Field(0, ge=0)
+    downsample: StrictInt = Field(1, ge=1, description="Fashion-MNIST only: average-pool each 28 x 28 image over "
+                                  "downsample x downsample blocks (2: 14 x 14), the same images at a quarter "
+                                  "of the pixels where a CPU budget needs it; 1: as the files hold them")
 
     @model_validator(mode="after")
     def _check_data_dir(self) -> "CifarConfig":
@@ -96,6 +101,12 @@ class CifarConfig(WorkloadSection):
             )
         if self.dataset == "fashion_mnist":
             self._cap_fashion_mnist()
+        if self.downsample != 1 and self.dataset != "fashion_mnist":
+            raise ValueError(f"workload.downsample={self.downsample} applies to workload.dataset 'fashion_mnist' "
+                             f"only (here {self.dataset!r}); expected 1")
+        if FASHION_MNIST_SIDE % self.downsample:
+            raise ValueError(f"workload.downsample={self.downsample} does not divide Fashion-MNIST's "
+                             f"{FASHION_MNIST_SIDE}-pixel side; expected one of 1, 2, 4, 7, 14, 28")
         return self
 
     def _cap_fashion_mnist(self) -> None:

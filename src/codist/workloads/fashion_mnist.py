@@ -25,9 +25,9 @@ from typing import NamedTuple
 import numpy as np
 
 from .cifar_config import (FASHION_MNIST_CLASSES, FASHION_MNIST_FILES, FASHION_MNIST_LAYOUT, FASHION_MNIST_PACKAGE,
-                           FASHION_MNIST_PACKAGE_DIR, FASHION_MNIST_SPLITS, fashion_mnist_file)
+                           FASHION_MNIST_PACKAGE_DIR, FASHION_MNIST_SIDE, FASHION_MNIST_SPLITS, fashion_mnist_file)
 
-IMAGE_SIDE = 28
+IMAGE_SIDE = FASHION_MNIST_SIDE
 _IDX_UBYTE = 0x08   # the IDX type code of unsigned bytes (the magic's third byte; the fourth: dimensions)
 
 
