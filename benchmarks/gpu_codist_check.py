@@ -8,11 +8,12 @@ checkpoint exchange; cifar also EC-DNN's ensemble-and-compress rounds): the engi
 the communication meter, the stop-signal agreement every 10 updates, evaluation, a checkpoint, then
 SIGTERM after the first checkpoint (exit 3) and the same command again, which must resume from it and
 finish (exit 0, `resumed_from_step` > 0 in its manifest). A run that does not finish so is a failure
-line with its log's end. On CUDA each run has a few hundred updates over NCCL, which needs two GPUs
-(two ranks cannot share one under NCCL): with one GPU the runs are one model of one rank (stop checks,
-evaluation, checkpoint and resume, no exchange), and the report says so. On a CPU-only machine the
-same script runs tiny runs on the CPU over gloo and says so. Then benchmarks/gpu_check.py's throughput
-table (CUDA), or its CPU smoke run. Results: results/bench/codist_check_<device>.csv (the CPU file is
+line with its log's end. On CUDA each run has a few hundred updates over NCCL with two GPUs; with one,
+NCCL cannot put two ranks on it, so the two ranks share it over gloo (launch.backend: gloo, CUDA
+tensors staged through host memory): the multi-rank path (process groups, the exchanges, the stop
+agreement, the checkpoint of two ranks) on CUDA tensors, not NCCL, and the report says so. On a
+CPU-only machine the same script runs tiny runs on the CPU over gloo and says so. Then
+benchmarks/gpu_check.py's throughput table (CUDA), or its CPU smoke run. Results: results/bench/codist_check_<device>.csv (the CPU file is
 a smoke test's, not a GPU measurement: not committed).
 """
 from __future__ import annotations
@@ -32,14 +33,14 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESETS = ROOT / "replications" / "presets" / "embedded"
-COLUMNS = ["workload", "algorithm", "device", "world_size", "steps", "stopped_at", "resumed_from", "exit_codes",
+COLUMNS = ["workload", "algorithm", "device", "backend", "world_size", "steps", "stopped_at", "resumed_from", "exit_codes",
            "final_metric", "seconds", "ok", "note", "date"]
 
 
 def runs(device: str, gpus: int) -> list[tuple[str, str, dict]]:
     """(workload, algorithm, run config) of the check."""
     steps = 300 if device == "cuda" else 40
-    two = device == "cpu" or gpus >= 2
+    backend = "gloo" if device == "cuda" and gpus < 2 else "auto"   # one GPU: two ranks share it over gloo
     out = []
     families = [("cifar", PRESETS / "cifar.yaml"), ("ctr", PRESETS / "ctr.yaml"), ("lm", PRESETS / "lm.yaml"),
                 ("translation", PRESETS / "translation.yaml"), ("imagenet", None)]
@@ -48,20 +49,20 @@ def runs(device: str, gpus: int) -> list[tuple[str, str, dict]]:
             "workload": {"name": "imagenet", "dataset": "embedded"}, "optimizer": {"name": "sgd", "lr": 0.1}}
         base.pop("source", None)
         algos = [("codistill", {"name": "codistill", "exchange_every": max(5, steps // 10)})]
-        if name == "cifar" and two:   # (one GPU: both would be the same all-reduce run in one directory)
+        if name == "cifar":
             algos.append(("ensemble_compress", {"name": "ensemble_compress", "tau": max(5, steps // 4)}))
         for algo, section in algos:
-            cfg = {**base, "name": f"gpu-check {name} {algo}", "algorithm": section if two else {"name": "allreduce"},
-                   "parallel": {"world_size": 2, "models": 2} if two else {"world_size": 1},
+            cfg = {**base, "name": f"gpu-check {name} {algo}", "algorithm": section,
+                   "parallel": {"world_size": 2, "models": 2},
                    "schedule": {"name": "constant"},
                    "train": {**base.get("train", {}), "steps": steps, "eval_every": max(5, steps // 3),
                              "checkpoint_every": max(2, steps // 6), "save_model": False},
                    "launch": {"device": device, "launcher": "torchrun" if device == "cuda" else "warm",
-                              "threads_per_rank": 1 if device == "cpu" else 4}}
+                              "threads_per_rank": 1 if device == "cpu" else 4, "backend": backend}}
             if device == "cpu":   # tiny: the same code path in seconds
                 cfg["train"]["batch_per_rank"] = min(cfg["train"].get("batch_per_rank", 32), 16)
                 cfg["train"]["eval_batch"] = 64
-            out.append((name, algo if two else "allreduce", cfg))
+            out.append((name, algo, cfg))
     return out
 
 
@@ -111,7 +112,12 @@ def check_one(name: str, algo: str, cfg: dict, work: Path, timeout: float) -> di
     if not ok and not note:
         note = (f"expected exit codes [3, 0] and a resume; the log ends: "
                 + " | ".join(log_path.read_text(errors="replace").splitlines()[-6:]))[:600]
-    return {"workload": name, "algorithm": algo, "device": cfg["launch"]["device"],
+    backend = ""
+    try:   # what the ranks' process group ran on, from the manifest (nccl, or gloo)
+        backend = json.loads((out / "manifest.json").read_text())["backend"]
+    except (OSError, ValueError, KeyError):
+        pass
+    return {"workload": name, "algorithm": algo, "device": cfg["launch"]["device"], "backend": backend,
             "world_size": cfg["parallel"]["world_size"], "steps": cfg["train"]["steps"], "stopped_at": stopped,
             "resumed_from": resumed, "exit_codes": " ".join(map(str, codes)), "final_metric": metric,
             "seconds": round(seconds, 1), "ok": ok, "note": note, "date": datetime.date.today().isoformat()}
@@ -132,8 +138,9 @@ def main(argv=None) -> int:
         print("gpu-check: no CUDA device here: running the same checks on the CPU (tiny runs over gloo); "
               "they check codist's loop, not a GPU", flush=True)
     elif gpus < 2:
-        print(f"gpu-check: {gpus} GPU: two ranks cannot share one GPU under NCCL, so each run is one model "
-              f"of one rank (no codistillation or EC-DNN exchange); a machine with >= 2 GPUs runs them", flush=True)
+        print(f"gpu-check: {gpus} GPU: NCCL cannot put two ranks on one GPU, so each run's two ranks share it "
+              f"over gloo (CUDA tensors through host memory): the multi-rank path on CUDA, not NCCL; a machine "
+              f"with >= 2 GPUs runs them over NCCL", flush=True)
     wanted = {w for w in args.only.split(",") if w}
     rows = []
     with tempfile.TemporaryDirectory(prefix="codist-gpu-check-") as tmp:
@@ -142,7 +149,7 @@ def main(argv=None) -> int:
                 continue
             row = check_one(name, algo, cfg, Path(tmp), args.timeout)
             rows.append(row)
-            print(f"{name:>12} {algo:>18} {row['device']} x{row['world_size']}: "
+            print(f"{name:>12} {algo:>18} {row['device']} x{row['world_size']} {row['backend']}: "
                   f"{'ok' if row['ok'] else 'FAILED'}  stopped at {row['stopped_at']}, resumed from "
                   f"{row['resumed_from']}, exits {row['exit_codes']}  [{row['seconds']} s]"
                   + (f"  {row['note']}" if row["note"] else ""), flush=True)

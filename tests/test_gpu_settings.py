@@ -207,6 +207,29 @@ def test_one_visible_gpu_at_local_rank_3_is_device_0_and_the_process_group_is_bo
 
 
 
+def test_gloo_backend_shares_the_visible_gpus_round_robin(monkeypatch):
+    """launch.backend gloo on CUDA: LOCAL_RANK modulo the visible GPUs, and gloo for the process group; so
+    two ranks fit one GPU (check_fits), which NCCL's one rank a GPU refuses. The GPU functions are faked
+    here (no GPU on this machine): this checks the choice, not a GPU; the cuda-marked test below runs it."""
+    from codist.launching import launch
+    from codist.runtime import distributed
+    set_to = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "set_device", set_to.append)
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert distributed.pick_device("cuda", "gloo") == (torch.device("cuda", 0), "gloo") and set_to == [0]
+    assert distributed.pick_device("cuda") == (torch.device("cuda", 1), "nccl")   # NCCL: its own GPU
+    monkeypatch.setattr(launch, "check_cuda_fit", lambda device: None)
+    two = deep_update(TINY, {"parallel": {"world_size": 2, "models": 1},
+                             "launch": {"device": "cuda", "launcher": "torchrun"}})
+    with pytest.raises(config.ConfigError, match=r"1 GPU\(s\); allowed: 1..1 .*launch.backend=gloo"):
+        launch.check_fits(config.validate(two), "cuda", memory=64_000)
+    launch.check_fits(config.validate(deep_update(two, {"launch": {"backend": "gloo"}})), "cuda", memory=64_000)
+
+
+
 ONE_GPU_RANK = """
 import torch, torch.distributed as dist
 from codist.runtime import distributed
@@ -217,6 +240,42 @@ dist.all_reduce(x)
 torch.cuda.synchronize()
 print(device, backend, dist.get_backend(), x.device, float(x.sum()))
 """
+
+
+TWO_RANKS_ONE_GPU = """
+import os, torch, torch.distributed as dist
+from codist.runtime import distributed
+device, backend = distributed.pick_device("cuda", "gloo")
+distributed.init(2, backend, timeout_s=120)
+x = torch.full((4,), float(dist.get_rank() + 1), device=device)
+dist.all_reduce(x)
+y = torch.arange(3.0, device=device) * (dist.get_rank() + 1)
+dist.broadcast(y, src=1)
+torch.cuda.synchronize()
+print(device, dist.get_backend(), x.device, float(x.sum()), y.tolist())
+"""
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_real_gpu_two_ranks_share_it_over_gloo():
+    """launch.backend gloo: two ranks on one GPU join over gloo through DeepSpeed's init_distributed and
+    all-reduce and broadcast CUDA tensors (what `make gpu-check` relies on with one GPU)."""
+    import os
+    import subprocess
+
+    from codist.launching.launch import free_port
+    port = str(free_port())
+    gpu = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]
+    procs = [subprocess.Popen([sys.executable, "-c", TWO_RANKS_ONE_GPU], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env={**os.environ, "RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": "2",
+                                              "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port,
+                                              "CUDA_VISIBLE_DEVICES": gpu})
+             for r in (0, 1)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
+    for out, _ in outs:
+        assert out.split("cuda:0 gloo cuda:0 12.0 ")[-1].strip() == "[0.0, 2.0, 4.0]", out
 
 
 @pytest.mark.cuda

@@ -62,6 +62,10 @@ class LaunchConfig(_Section):
         "one process imports torch/deepspeed once and forks the ranks (codist.launching.fork); warm: "
         "fork from a warm server that keeps those imports between runs (codist.launching.warm_server)")
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    backend: Literal["auto", "gloo"] = Field(
+        "auto", description="collectives: auto = NCCL on GPUs, gloo on the CPU; gloo on GPUs lets a node's ranks "
+        "share its GPUs round-robin (a check of the multi-rank path on CUDA tensors with one GPU, as `make "
+        "gpu-check` runs it; slow: gloo copies through host memory)")
     threads_per_rank: StrictInt | None = Field(None, ge=1, description="default: usable cores // world_size; an srun task: its SLURM_CPUS_PER_TASK")
     master_port: StrictInt | None = Field(None, ge=1024, le=65535, description="default: a free port")
     oversubscribe: bool = Field(False, description="allow more CPU ranks than cores (slow; wall times inflate)")

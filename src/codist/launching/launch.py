@@ -99,9 +99,10 @@ def check_fits(cfg: RunConfig, device: str, cores: int | None = None, memory: in
     if device == "cuda":
         import torch
         gpus = torch.cuda.device_count()
-        if world > gpus:
+        if world > gpus and not (cfg.launch.backend == "gloo" and gpus):   # gloo: the ranks share the GPUs
             raise ConfigError(f"parallel.world_size={world} does not fit: this machine has {gpus} GPU(s); "
-                              f"allowed: 1..{gpus} (use the slurm profile for more)")
+                              f"allowed: 1..{gpus} (use the slurm profile for more, or launch.backend=gloo "
+                              f"for ranks that share the GPUs: a check of the multi-rank path, slow)")
     else:
         cores = cores or os.cpu_count() or 1
         if world > cores and not cfg.launch.oversubscribe:

@@ -244,7 +244,7 @@ def set_up(args) -> Run:
     threads = rank_threads(os.environ, cfg.launch.threads_per_rank)   # an srun task: its node's allocation
     os.environ["OMP_NUM_THREADS"] = os.environ["CODIST_THREADS_PER_RANK"] = str(threads)   # its workers' too
     torch.set_num_threads(threads)
-    device, backend = pick_device(cfg.launch.device)
+    device, backend = pick_device(cfg.launch.device, cfg.launch.backend)
     configure_backends(device, cfg.train.tf32, cfg.train.deterministic)   # cuDNN, TF32; train.deterministic
     check_world_size(cfg)
     guard = RunGuard(out)   # before anything is written: the directory this run writes into

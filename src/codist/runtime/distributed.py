@@ -127,14 +127,21 @@ def set_timeout(topo: Topology, timeout_s: int) -> None:
         dist.distributed_c10d.set_timeout(timeout, group)
 
 
-def pick_device(requested: str) -> tuple[torch.device, str]:
-    """(device, backend) for this rank: NCCL on GPUs, gloo on CPU. The one place a rank's device is
-    chosen: its process group is bound to it (`init`), its models and engine live on it, its data
-    and evaluation batches are moved to it (TrainContext.device)."""
+def pick_device(requested: str, backend: str = "auto") -> tuple[torch.device, str]:
+    """(device, backend) for this rank: NCCL on GPUs, gloo on CPU (launch.backend "auto"). The one
+    place a rank's device is chosen: its process group is bound to it (`init`), its models and engine
+    live on it, its data and evaluation batches are moved to it (TrainContext.device).
+
+    launch.backend "gloo" on GPUs: the node's ranks share its visible GPUs round-robin (LOCAL_RANK
+    modulo their count), which NCCL refuses (one communicator rank a GPU) and gloo allows, staging
+    CUDA tensors through host memory: one GPU then runs a world of several ranks."""
     apply_srun_env()   # an srun task's LOCAL_RANK picks its GPU
     use_cuda = requested == "cuda" or (requested == "auto" and torch.cuda.is_available())
     if use_cuda:
-        local = gpu_index(os.environ)   # 0 where srun gives each task its own GPU, else LOCAL_RANK
+        if backend == "gloo":
+            local = int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count()
+        else:
+            local = gpu_index(os.environ)   # 0 where srun gives each task its own GPU, else LOCAL_RANK
         torch.cuda.set_device(local)
-        return torch.device("cuda", local), "nccl"
+        return torch.device("cuda", local), "gloo" if backend == "gloo" else "nccl"
     return torch.device("cpu"), "gloo"
