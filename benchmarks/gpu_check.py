@@ -1,6 +1,6 @@
 """`make gpu-check`: every full-scale model's training throughput on one GPU, and NCCL across two.
 
-    python benchmarks/gpu_check.py                          # CUDA: ~200 timed steps per model and precision
+    python benchmarks/gpu_check.py                          # CUDA: 3 x 200 timed steps per model and precision
     python benchmarks/gpu_check.py --device cpu --steps 2 --batch 2   # CPU smoke run of the same code path
 
 For each distinct (model, batch per GPU) of the `--config scale=full` plan (workflows/experiments.py),
@@ -12,7 +12,8 @@ under the math backends a run sets (codist.runtime.cuda_defaults.configure_backe
 weights, TF32 matmuls and convolutions: a run's default, `train.tf32`), fp32 (TF32 off: a run with
 `train.tf32: false`) or bf16 (torch.autocast(bfloat16), TF32 on for what stays fp32); each row
 records the settings it ran under, and the budget takes a row only for the math it records.
-Written to results/bench/gpu_throughput.csv: units/s (images, samples or tokens), peak memory,
+Written to results/bench/gpu_throughput.csv: units/s (images, samples or tokens: the median of
+`--repeats` timed blocks, 3 by default, with the lowest and highest block beside it), peak memory,
 training FLOPs per sample (torch.utils.flop_counter) and the published reference of
 replications/throughput.yaml beside it. Then, with >= 2 GPUs, a 2-rank NCCL all-reduce of a
 ResNet-50-sized buffer and a codistillation checkpoint exchange (codist's flat_state broadcast,
@@ -25,6 +26,7 @@ import argparse
 import csv
 import datetime
 import os
+import statistics
 import sys
 import time
 from dataclasses import dataclass
@@ -37,7 +39,8 @@ from codist.workloads import workload_class  # noqa: E402  (pydantic only; the c
 
 COLUMNS = ["model", "gpu", "device", "device_name", "precision", "float32_matmul_precision", "cudnn_allow_tf32",
            "batch_per_gpu", "unit", "units_per_sample",
-           "steps", "seconds", "samples_per_s", "units_per_s", "peak_mem_gib", "train_gflops_per_sample",
+           "steps", "repeats", "seconds", "samples_per_s", "units_per_s", "units_per_s_min", "units_per_s_max",
+           "peak_mem_gib", "train_gflops_per_sample",
            "achieved_tflops", "reference_gpu", "reference_units_per_s", "reference_kind", "reference_source",
            "torch", "date", "error"]
 
@@ -151,7 +154,10 @@ def units_per_sample(cfg, table) -> float:
 
 # --------------------------------------------------------------------------- one model, one precision
 
-def bench(spec: Spec, precision: str, steps: int, warmup: int, device: str, table, batch: int | None = None) -> dict:
+def bench(spec: Spec, precision: str, steps: int, warmup: int, device: str, table, batch: int | None = None,
+          repeats: int = 3) -> dict:
+    """One model's training rate: `repeats` timed blocks of `steps` steps after `warmup`; the rate is
+    the blocks' median, their lowest and highest beside it (one block's number has no spread)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -184,16 +190,21 @@ def bench(spec: Spec, precision: str, steps: int, warmup: int, device: str, tabl
     if device == "cuda":
         sync()
         torch.cuda.reset_peak_memory_stats()
-    t0 = time.perf_counter()
-    for i in range(warmup + 1, warmup + 1 + steps):
-        step(i)
-    sync()
-    seconds = time.perf_counter() - t0
+    blocks, i = [], warmup + 1
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for i in range(i, i + steps):
+            step(i)
+        sync()
+        blocks.append(time.perf_counter() - t0)
+        i += 1
     per_sample = units_per_sample(cfg, table)
-    samples_s = steps * batch / seconds
+    rates = sorted(steps * batch / b for b in blocks)   # samples/s of each block
+    samples_s = statistics.median(rates)
     gflops = flops.get_total_flops() / batch / 1e9
     return {"samples_per_s": round(samples_s, 2), "units_per_s": round(samples_s * per_sample, 1),
-            "units_per_sample": per_sample, "seconds": round(seconds, 3), "batch_per_gpu": batch,
+            "units_per_s_min": round(rates[0] * per_sample, 1), "units_per_s_max": round(rates[-1] * per_sample, 1),
+            "repeats": repeats, "units_per_sample": per_sample, "seconds": round(sum(blocks), 3), "batch_per_gpu": batch,
             "train_gflops_per_sample": round(gflops, 4), "achieved_tflops": round(gflops * samples_s / 1e3, 3),
             "peak_mem_gib": round(torch.cuda.max_memory_allocated() / 2 ** 30, 3) if device == "cuda" else ""}
 
@@ -313,7 +324,9 @@ def write_csv(out: Path, columns: list[str], rows: list[dict]) -> None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
-    p.add_argument("--steps", type=int, default=200, help="timed steps per model and precision")
+    p.add_argument("--steps", type=int, default=200, help="timed steps per block, model and precision")
+    p.add_argument("--repeats", type=int, default=3, help="timed blocks per model and precision: the rate is "
+                   "their median, their range beside it")
     p.add_argument("--warmup", type=int, default=None, help="untimed steps first (default: steps/10, >= 1 on cuda)")
     p.add_argument("--batch", type=int, default=None, help="override every batch per GPU (the CPU smoke run)")
     p.add_argument("--models", default="", help="comma-separated model names (default: every full-scale model)")
@@ -353,17 +366,19 @@ def main(argv=None) -> int:
             ref = reference(table, spec.model, precision, gpu)
             math = set_math(precision, args.device)
             try:
-                r = bench(spec, precision, args.steps, warmup, args.device, table, args.batch)
+                r = bench(spec, precision, args.steps, warmup, args.device, table, args.batch, args.repeats)
                 error = ""
             except Exception as e:   # one model's failure (e.g. out of memory) must not lose the others' rows
                 r = {k: "" for k in ("batch_per_gpu", "units_per_sample", "seconds", "samples_per_s", "units_per_s",
-                                     "peak_mem_gib", "train_gflops_per_sample", "achieved_tflops")}
+                                     "units_per_s_min", "units_per_s_max", "repeats", "peak_mem_gib",
+                                     "train_gflops_per_sample", "achieved_tflops")}
                 error, failed = f"{type(e).__name__}: {e}".replace("\n", " ")[:300], failed + 1
             rows.append(dict(zip(COLUMNS, [spec.model, gpu, args.device, name, precision,
                                            math["float32_matmul_precision"], math["cudnn_allow_tf32"],
                                            r["batch_per_gpu"] or args.batch or spec.batch,
-                                           table.units[spec.model], r["units_per_sample"], args.steps, r["seconds"],
-                                           r["samples_per_s"], r["units_per_s"], r["peak_mem_gib"],
+                                           table.units[spec.model], r["units_per_sample"], args.steps,
+                                           r["repeats"] or args.repeats, r["seconds"], r["samples_per_s"],
+                                           r["units_per_s"], r["units_per_s_min"], r["units_per_s_max"], r["peak_mem_gib"],
                                            r["train_gflops_per_sample"], r["achieved_tflops"], *ref,
                                            torch.__version__, date, error])))
             took = f"[{time.perf_counter() - t0:.1f} s]"
@@ -371,7 +386,7 @@ def main(argv=None) -> int:
                 print(f"{spec.model:>34} {precision}: FAILED {error} {took}", flush=True)
                 continue
             print(f"{spec.model:>34} batch {r['batch_per_gpu']:>4} {precision}: {r['units_per_s']:>12,.1f} "
-                  f"{table.units[spec.model]}s/s  peak {r['peak_mem_gib'] or '-'} GiB  "
+                  f"[{r['units_per_s_min']:,.1f}, {r['units_per_s_max']:,.1f}] {table.units[spec.model]}s/s  peak {r['peak_mem_gib'] or '-'} GiB  "
                   f"(reference {ref[0] or '-'} {ref[1] or '-'})  {took}", flush=True)
     out = Path(args.out)
     write_csv(out, COLUMNS, rows)

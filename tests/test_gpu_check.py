@@ -46,6 +46,9 @@ def test_cpu_smoke_run(tmp_path):
         ("cifar_resnet20", "tf32", "cpu"), ("cifar_resnet20", "bf16", "cpu")]
     for r in got:
         assert float(r["units_per_s"]) > 0 and r["error"] == ""
+        # the rate is the median of 3 timed blocks, their range beside it (issue 51, G6: one block has no spread)
+        assert r["repeats"] == "3" and r["steps"] == "2"
+        assert 0 < float(r["units_per_s_min"]) <= float(r["units_per_s"]) <= float(r["units_per_s_max"])
         # counted training FLOPs = 3 x forward (2 FLOPs per MAC) of the table's MAC count, within 5%
         assert float(r["train_gflops_per_sample"]) == pytest.approx(6 * 40.55e6 / 1e9, rel=0.05)
         assert r["reference_gpu"] == "a100" and r["reference_kind"] == "derived"
@@ -63,9 +66,10 @@ def test_each_precision_is_timed_under_the_math_a_run_sets(tmp_path, monkeypatch
 
     def bench(spec, precision, *args, **kw):
         seen.append((precision, torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32))
-        return {"samples_per_s": 1.0, "units_per_s": 100.0 if precision == "fp32" else 300.0, "units_per_sample": 1.0,
-                "seconds": 1.0, "batch_per_gpu": 8, "train_gflops_per_sample": 1.0, "achieved_tflops": 1.0,
-                "peak_mem_gib": 1.0}
+        rate = 100.0 if precision == "fp32" else 300.0
+        return {"samples_per_s": 1.0, "units_per_s": rate, "units_per_s_min": rate, "units_per_s_max": rate,
+                "repeats": 3, "units_per_sample": 1.0, "seconds": 1.0, "batch_per_gpu": 8,
+                "train_gflops_per_sample": 1.0, "achieved_tflops": 1.0, "peak_mem_gib": 1.0}
     monkeypatch.setattr(gpu_check, "bench", bench)
     monkeypatch.setattr(gpu_check, "gpu_kind", lambda device: ("h200", "NVIDIA H200"))
     monkeypatch.setattr(gpu_check, "collectives", lambda device, force: [])
