@@ -2,7 +2,8 @@
 
     python benchmarks/gpu_codist_check.py                  # CUDA when torch sees a GPU, else the CPU (says so)
 
-For each workload family (the embedded presets of cifar, ctr, lm, translation, and the imagenet
+First the stack: torch, its CUDA and NCCL against env/requirements.lock's pins (a mismatch fails the
+check). For each workload family (the embedded presets of cifar, ctr, lm, translation, and the imagenet
 workload's embedded images) one `codist run` of two models, one rank each (codistillation's
 checkpoint exchange; cifar also EC-DNN's ensemble-and-compress rounds): the engine or local update,
 the communication meter, the stop-signal agreement every 10 updates, evaluation, a checkpoint, then
@@ -64,6 +65,29 @@ def runs(device: str, gpus: int) -> list[tuple[str, str, dict]]:
                 cfg["train"]["eval_batch"] = 64
             out.append((name, algo, cfg))
     return out
+
+
+def stack() -> tuple[str, bool]:
+    """(a line naming torch, its CUDA and NCCL against env/requirements.lock's pins, whether they match):
+    a GPU check of another torch or NCCL than the lock's measures another stack. The local version
+    label (+cu130, +cu126: the CUDA 12 route) is not compared; NCCL only where the lock's NCCL wheel is
+    what is installed (the CUDA 12 route brings its own)."""
+    from importlib import metadata
+
+    import torch
+    pins = dict(line.split("==", 1) for line in (ROOT / "env" / "requirements.lock").read_text().splitlines()
+                if "==" in line and not line.startswith("#"))
+    nccl_pkg = next((k for k in pins if k.startswith("nvidia-nccl-")), None)
+    nccl = ".".join(map(str, torch.cuda.nccl.version())) if torch.version.cuda else None
+    try:
+        nccl_installed = metadata.version(nccl_pkg) if nccl_pkg else None
+    except metadata.PackageNotFoundError:
+        nccl_installed = None
+    ok = torch.__version__.split("+")[0] == pins.get("torch") and (
+        nccl_installed != pins.get(nccl_pkg) or nccl == pins.get(nccl_pkg))
+    line = (f"torch {torch.__version__} (lock: {pins.get('torch')}), CUDA {torch.version.cuda}, NCCL {nccl} "
+            f"(lock: {nccl_pkg} {pins.get(nccl_pkg)}, installed {nccl_installed})")
+    return line, ok
 
 
 def codist_run(cfg_path: Path, out: Path, log, env) -> subprocess.Popen:
@@ -132,6 +156,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None, help="CSV (default results/bench/codist_check_<device>.csv)")
     args = p.parse_args(argv)
     import torch
+    line, pinned = stack()
+    print(f"gpu-check: {line}{'' if pinned else ': NOT the lock pins (another stack is measured)'}", flush=True)
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     gpus = torch.cuda.device_count() if device == "cuda" else 0
     if device == "cpu":
@@ -156,7 +182,7 @@ def main(argv=None) -> int:
     from benchmarks import gpu_check
     out = Path(args.out or ROOT / "results" / "bench" / f"codist_check_{device}.csv")
     gpu_check.write_csv(out, COLUMNS, rows)
-    failed = sum(not r["ok"] for r in rows)
+    failed = sum(not r["ok"] for r in rows) + (not pinned)
     if not args.no_throughput:
         extra = [] if device == "cuda" else ["--device", "cpu", "--steps", "2", "--batch", "2", "--models",
                                              "cifar_resnet20", "--out", str(out.with_name("gpu_throughput_cpu.csv"))]

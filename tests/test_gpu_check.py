@@ -194,4 +194,13 @@ def test_codist_check_stops_and_resumes_a_real_run_on_the_cpu(tmp_path, capsys):
     (row,) = rows(out)
     assert row["workload"] == "ctr" and row["ok"] == "True" and row["exit_codes"] == "3 0" and row["backend"] == "gloo"
     assert 0 < int(row["resumed_from"]) < int(row["steps"])
-    assert "running the same checks on the CPU" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "running the same checks on the CPU" in printed
+    # the stack against the lock: this machine runs the lock's torch and NCCL
+    assert f"torch {torch.__version__} (lock: " in printed and "NOT the lock pins" not in printed
+
+
+def test_codist_check_names_a_stack_that_is_not_the_locks(monkeypatch):
+    monkeypatch.setattr(torch, "__version__", "2.9.0+cu128")
+    line, ok = gpu_codist_check.stack()
+    assert not ok and line.startswith("torch 2.9.0+cu128 (lock: ") and "NCCL " in line
