@@ -190,6 +190,19 @@ def test_censored_speedups_through_the_verdict(figure_dir, tmp_path):
     assert claims.verdict_kind(df.loc["mixed", "verdict"]) == "inconclusive"
 
 
+def test_a_censored_seeds_bound_is_b_steps_plus_the_offset_over_as_run_length(figure_dir):
+    """Issue 52, mutant R09 (regime.speedups' censored_bound): a seed whose a never reaches the target
+    has a ratio below (b's steps + b_offset) / a's run length. "short" never reaches 1.8 in runs of
+    80, 70 and 50 steps; b reaches it at step 40; with 80 steps added to b's, the bounds are 120 / 80,
+    120 / 70 and 120 / 50, and the interval is their one-sided 95% upper bound (no lower one)."""
+    from scipy import stats as st
+    iv, per, reached = effects(figure_dir, measure="speedup", a="short", b_offset=80)
+    assert reached.startswith("0 of 3 seeds reached") and list(per) == ["< 1.5", "< 1.71", "< 2.4"]
+    bounds = pd.Series([120 / 80, 120 / 70, 120 / 50])
+    assert iv.mean == pytest.approx(bounds.mean()) and math.isnan(iv.low)
+    assert iv.high == pytest.approx(bounds.mean() + st.t.ppf(0.95, 2) * bounds.std() / 3 ** 0.5)
+
+
 def test_comm_ratio_without_a_threshold_must_exceed_one(figure_dir, tmp_path):
     # b sends 1000 bytes per rank per update; a, c, d send 500, 1000, 2000 between groups: ratios 2, 1, 0.5
     pd.DataFrame([{"series": s, "seed": seed, "comm_sent_bytes_per_rank_per_update": 1000.0,
