@@ -767,3 +767,42 @@ def test_a_claim_no_scale_runs_is_not_tested_and_needs_no_runs(figure_dir, tmp_p
     row = claims.evaluate(spec, figure_dir, "embedded").iloc[0]
     assert row["verdict"] == "not tested at this scale: no scale of this harness runs it: no n > 2 series anywhere"
     assert row["regime_sources"] == "" and math.isnan(row["effect_mean"])
+
+
+def test_only_a_claim_tested_here_names_its_regime_checks_sources(figure_dir, tmp_path):
+    """Issue 52, mutant C06 (claims.regime_sources): the regime_sources column lists [check, source]
+    of a claim's regime checks only where a scale of this harness tests the claim: a full-scale-only
+    claim or one no scale runs carries its checks in experiments.yaml but shows none, and a claim
+    without checks shows none."""
+    plateau = {"check": "b has plateaued", "source": "Fig. 9: 'b stops improving'", "quantity": "last_gain",
+               "series": "b", "max": 0.5}
+    spec = tmp_path / "experiments.yaml"
+    spec.write_text(yaml.safe_dump(spec_doc(c_(id="tested", regime=[plateau]), c_(id="bare"),
+                                            c_(id="full", regime=[plateau], full_scale_only="needs 128 workers"),
+                                            c_(id="never", regime=[plateau], not_run="no n > 2 series anywhere"))))
+    df = claims.evaluate(spec, figure_dir, "embedded").set_index("id")
+    assert json.loads(df.loc["tested", "regime_sources"]) == [["b has plateaued", "Fig. 9: 'b stops improving'"]]
+    assert (df.loc["bare", "regime_sources"], df.loc["full", "regime_sources"], df.loc["never", "regime_sources"]) \
+        == ("", "", "")
+
+
+@pytest.mark.parametrize("tier", ["default", "paper"])
+def test_a_claim_no_scale_runs_needs_no_tables_in_any_tier(tmp_path, tier):
+    """Issue 52, mutant C08 (claims.evaluate's `if c.not_run:` and the `not c.not_run` beside it): a
+    claim no scale of this harness runs reads 'no scale of this harness runs it' (its reason) whether or
+    not its figure has tables and whatever the figure's tier, and never asks for the tables a claim
+    tested here would (a default-tier figure without them is an error for such a claim: the control)."""
+    figures = tmp_path / "figs"
+    figures.mkdir()                                   # no f_runs.json: nothing ran
+    doc = spec_doc(c_(id="never", not_run="no n > 2 series anywhere"))
+    doc["figures"]["f"]["tier"] = tier
+    spec = tmp_path / "experiments.yaml"
+    spec.write_text(yaml.safe_dump(doc))
+    row = claims.evaluate(spec, figures, "embedded").set_index("id").loc["never"]
+    assert row["verdict"] == "not tested at this scale: no scale of this harness runs it: no n > 2 series anywhere"
+    assert (row["tier"], row["seeds"], row["regime_sources"]) == ("", "", "")
+    if tier == "default":
+        doc["claims"].append(c_(id="tested"))
+        spec.write_text(yaml.safe_dump(doc))
+        with pytest.raises(claims.ClaimError, match=r"claim 'tested': figure 'f' has no .*f_runs.json"):
+            claims.evaluate(spec, figures, "embedded")
