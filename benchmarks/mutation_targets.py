@@ -2,7 +2,8 @@
 
 Each module is run against the test files that cover it, not the whole suite: a mutant of
 analysis/stats.py is judged by the tests that call stats, in seconds. The order is the order of
-measurement: the analysis modules first (their tests take seconds), then src/codist's (their tests
+measurement: the analysis modules first (their tests take seconds), with the benchmarks' and
+src/codist's whose tests train nothing (the input and data checks), then src/codist's (their tests
 train real runs: minutes a mutant), so a run cut short has measured the cheap ones.
 
 `functions`: mutate only these top-level functions (the module's decision code).
@@ -37,6 +38,36 @@ TARGETS: dict[str, dict] = {
                                               "test_sequential.py::test_declaring_looks_after_results_is_a_design_change_to_declare"]},
     # runs -> the per-figure tables (mean over seeds, reached k of n, the headline model's step_to_target)
     "analysis/aggregate.py": {"tests": ["test_analysis.py"]},
+    # the experiments.yaml schema (issue 52, mutant S03): every regime quantity on hand-made tables (test_regime,
+    # seconds, first), the claims and their YAML errors, CostRuns' defaults and bounds (test_regime_cost), the
+    # committed papers' thresholds parsed (test_regime_thresholds); then one bad sequential declaration and one
+    # typo in a paper-tier claim (the plan's own validation), not those files' workflow and repeat-run tests
+    "analysis/schema.py": {"tests": ["test_regime.py", "test_claims.py", "test_regime_cost.py", "test_regime_thresholds.py",
+                                     "test_sequential.py::test_a_bad_declaration_is_one_line_naming_the_file_the_claim_and_the_key",
+                                     "test_tiers_seeds.py::test_a_typo_in_a_paper_tier_claim_still_fails_the_paper_tier_plan"]},
+    # what an untested claim's regime costs (issue 52, mutants P01-P09): the pricing rules on hand-made rates and a
+    # one-paper replications folder (~10 s), then the committed regime_cost.csv rebuilt cell for cell and the
+    # claims' column from it (~12 s)
+    "benchmarks/regime_cost.py": {"tests": ["test_regime_cost.py", "test_regime_cost_rebuild.py"]},
+    # the quiet-machine rule every benchmark's rows pass (a timing under load is never written), the replacement of
+    # a table's measured rows and write_quiet's exit code; `functions`: run (launches a real run: only the
+    # benchmarks reach it), preset, loadavg and write_csv are plumbing, and QUIET_LOAD (a constant, outside any
+    # function) is left out with them; -k: those files' other tests do not reach benchlib
+    "benchmarks/benchlib.py": {"tests": ["test_efficiency.py", "test_exit_codes_on_failure.py", "test_regime_cost.py"],
+                               "functions": ["quiet", "refuse_loaded", "replace_rows", "write_quiet"],
+                               "k": "refuse or under_load or levers or refused or quiet"},
+    # `codist data check` on hand-made data sets of every layout (test_datacheck, ~20 s, first), under a data root,
+    # and `codist data prepare`'s exit code; -k: the other tests of those files do not reach datacheck
+    "src/codist/datacheck.py": {"tests": ["test_datacheck.py", "test_data_root.py", "test_exit_codes_on_failure.py"],
+                                "marks": "not slow",
+                                "k": "not (test_data_root or test_exit_codes_on_failure) or input_checks or prepare"},
+    # the input checks before any process starts: every missing, unreadable or damaged path named (test_inputs,
+    # seconds, first), a batch larger than an embedded training set or a translation's pairs refused, the data
+    # root; -k: test_bad_inputs' and test_data_root's other tests do not reach inputs.py (some train)
+    "src/codist/launching/inputs.py": {"tests": ["test_inputs.py", "test_bad_inputs.py", "test_data_root.py"],
+                                       "marks": "not slow",
+                                       "k": "not (test_bad_inputs or test_data_root) or batch_larger or translation_batch "
+                                            "or input_checks"},
     "src/codist/algorithms/distillation_loss.py": {"tests": ["test_distill.py"]},
     "src/codist/runtime/optim.py": {"tests": ["test_schedule.py"]},
     # the byte formulas at p = 3, 4, every hook, unseen calls and the summary on one forked 4-rank world
@@ -116,6 +147,10 @@ TARGETS: dict[str, dict] = {
     "src/codist/algorithms/ddp_baselines.py": {"tests": ["test_powersgd_checkpoint.py", "test_powersgd_gloo.py",
                                                          "test_algorithms.py", "test_resume_every_algorithm.py"],
                                                "k": "powersgd or post_local or unseen or saved_bucket"},
+    # a 2-rank model evaluated as saved (the group's BatchNorm statistics, each rank's own lent back): only real
+    # 2-rank runs reach it (test_evaluation_norm_stats, all slow: its own test, first), then a group's statistics
+    # averaged and resumed (test_bn_sync: spawned ranks and a real run); minutes a mutant, so last
+    "src/codist/rank/norm_stats.py": {"tests": ["test_evaluation_norm_stats.py", "test_bn_sync.py"]},
 }
 
 # cosmic-ray's operators left out (regular expressions matched at the start of the operator's name).

@@ -190,6 +190,19 @@ def test_censored_speedups_through_the_verdict(figure_dir, tmp_path):
     assert claims.verdict_kind(df.loc["mixed", "verdict"]) == "inconclusive"
 
 
+def test_a_censored_seeds_bound_is_b_steps_plus_the_offset_over_as_run_length(figure_dir):
+    """Issue 52, mutant R09 (regime.speedups' censored_bound): a seed whose a never reaches the target
+    has a ratio below (b's steps + b_offset) / a's run length. "short" never reaches 1.8 in runs of
+    80, 70 and 50 steps; b reaches it at step 40; with 80 steps added to b's, the bounds are 120 / 80,
+    120 / 70 and 120 / 50, and the interval is their one-sided 95% upper bound (no lower one)."""
+    from scipy import stats as st
+    iv, per, reached = effects(figure_dir, measure="speedup", a="short", b_offset=80)
+    assert reached.startswith("0 of 3 seeds reached") and list(per) == ["< 1.5", "< 1.71", "< 2.4"]
+    bounds = pd.Series([120 / 80, 120 / 70, 120 / 50])
+    assert iv.mean == pytest.approx(bounds.mean()) and math.isnan(iv.low)
+    assert iv.high == pytest.approx(bounds.mean() + st.t.ppf(0.95, 2) * bounds.std() / 3 ** 0.5)
+
+
 def test_comm_ratio_without_a_threshold_must_exceed_one(figure_dir, tmp_path):
     # b sends 1000 bytes per rank per update; a, c, d send 500, 1000, 2000 between groups: ratios 2, 1, 0.5
     pd.DataFrame([{"series": s, "seed": seed, "comm_sent_bytes_per_rank_per_update": 1000.0,
@@ -754,3 +767,42 @@ def test_a_claim_no_scale_runs_is_not_tested_and_needs_no_runs(figure_dir, tmp_p
     row = claims.evaluate(spec, figure_dir, "embedded").iloc[0]
     assert row["verdict"] == "not tested at this scale: no scale of this harness runs it: no n > 2 series anywhere"
     assert row["regime_sources"] == "" and math.isnan(row["effect_mean"])
+
+
+def test_only_a_claim_tested_here_names_its_regime_checks_sources(figure_dir, tmp_path):
+    """Issue 52, mutant C06 (claims.regime_sources): the regime_sources column lists [check, source]
+    of a claim's regime checks only where a scale of this harness tests the claim: a full-scale-only
+    claim or one no scale runs carries its checks in experiments.yaml but shows none, and a claim
+    without checks shows none."""
+    plateau = {"check": "b has plateaued", "source": "Fig. 9: 'b stops improving'", "quantity": "last_gain",
+               "series": "b", "max": 0.5}
+    spec = tmp_path / "experiments.yaml"
+    spec.write_text(yaml.safe_dump(spec_doc(c_(id="tested", regime=[plateau]), c_(id="bare"),
+                                            c_(id="full", regime=[plateau], full_scale_only="needs 128 workers"),
+                                            c_(id="never", regime=[plateau], not_run="no n > 2 series anywhere"))))
+    df = claims.evaluate(spec, figure_dir, "embedded").set_index("id")
+    assert json.loads(df.loc["tested", "regime_sources"]) == [["b has plateaued", "Fig. 9: 'b stops improving'"]]
+    assert (df.loc["bare", "regime_sources"], df.loc["full", "regime_sources"], df.loc["never", "regime_sources"]) \
+        == ("", "", "")
+
+
+@pytest.mark.parametrize("tier", ["default", "paper"])
+def test_a_claim_no_scale_runs_needs_no_tables_in_any_tier(tmp_path, tier):
+    """Issue 52, mutant C08 (claims.evaluate's `if c.not_run:` and the `not c.not_run` beside it): a
+    claim no scale of this harness runs reads 'no scale of this harness runs it' (its reason) whether or
+    not its figure has tables and whatever the figure's tier, and never asks for the tables a claim
+    tested here would (a default-tier figure without them is an error for such a claim: the control)."""
+    figures = tmp_path / "figs"
+    figures.mkdir()                                   # no f_runs.json: nothing ran
+    doc = spec_doc(c_(id="never", not_run="no n > 2 series anywhere"))
+    doc["figures"]["f"]["tier"] = tier
+    spec = tmp_path / "experiments.yaml"
+    spec.write_text(yaml.safe_dump(doc))
+    row = claims.evaluate(spec, figures, "embedded").set_index("id").loc["never"]
+    assert row["verdict"] == "not tested at this scale: no scale of this harness runs it: no n > 2 series anywhere"
+    assert (row["tier"], row["seeds"], row["regime_sources"]) == ("", "", "")
+    if tier == "default":
+        doc["claims"].append(c_(id="tested"))
+        spec.write_text(yaml.safe_dump(doc))
+        with pytest.raises(claims.ClaimError, match=r"claim 'tested': figure 'f' has no .*f_runs.json"):
+            claims.evaluate(spec, figures, "embedded")

@@ -296,3 +296,31 @@ def test_the_label_noise_floor_is_the_noisy_labels_entropy():
     assert quantity("label_noise_floor", {"workload": {"name": "cifar", "dataset": "cifar10"}}) == 0.0
     with pytest.raises(regime.RegimeError, match="no label_noise / classes"):
         quantity("label_noise_floor", {"workload": {"name": "imagenet", "dataset": "embedded"}})
+
+
+def test_a_check_reads_its_own_figure_series_and_b_else_the_claims():
+    """Issue 52, mutant R07 (regime.where: `q.figure or claim.figure`, `q.series or claim.a`, `q.b or
+    claim.b`): a check that names a figure, series or b reads those, one that names none reads the
+    claim's. Figure g has its own series s (0.9 on every seed) and u, whose model is g's manifest's
+    "ens" (0.6 + 0.01 x seed; its model "0" is at 0.3); the claim's figure f has s at 0.53 on average
+    and no u."""
+    rows = []
+    for seed in range(3):
+        for i in range(4):
+            for series, model, acc in (("s", "0", 0.9), ("u", "ens", 0.6 + 0.01 * seed), ("u", "0", 0.3)):
+                rows.append({"series": series, "seed": seed, "model": model, "step": 25 * (i + 1), "wall_s": i,
+                             "val_accuracy": acc, "val_loss": 1.0, "train_loss": 1.0})
+    figures = {"f": (MANIFEST, curves()), "g": ({"panels": ["val_accuracy"], "models": {"u": "ens"}, "runs": []},
+                                                pd.DataFrame(rows))}
+
+    def value(**q):
+        check = RegimeCheck.model_validate({"check": "c", "source": "s", "min": 0, **q})
+        return regime.measure(check, CLAIM, None, figures.__getitem__)
+
+    assert value(quantity="value") == pytest.approx(0.53)                         # the claim's figure f, series s
+    assert value(quantity="value", figure="g") == pytest.approx(0.9)              # g's s, not f's
+    assert value(quantity="value", figure="g", series="u") == pytest.approx(0.61)  # u's model "ens", g's manifest
+    assert value(quantity="value", figure="g", series="u", model="0") == pytest.approx(0.3)
+    # the check's own b (g has no t, the claim's b): u - s = 0.61 - 0.9, higher accuracy is better
+    assert value(quantity="difference", figure="g", series="u", b="s") == pytest.approx(0.61 - 0.9)
+    assert value(quantity="difference", series="t", b="s") == pytest.approx(-0.11)  # f's t - s

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+import yaml
 
 from analysis.claims import UNTESTED, cost_texts, verdict_kind
 from analysis.schema import CostRuns, FullRuns
@@ -84,3 +85,63 @@ def test_every_committed_claim_without_an_in_regime_verdict_carries_its_regime_c
     assert missing.empty, f"no regime cost: {list(zip(missing.paper, missing.id))}"
     costs = pd.read_csv(regime_cost.BENCH / "regime_cost.csv")
     assert set(zip(costs.paper, costs.claim)) == set(zip(untested.paper, untested.id))
+
+
+def test_runs_without_ranks_are_priced_at_one_rank():
+    """Issue 52, mutant S03 (schema.CostRuns.ranks: default 1, > 0): runs that name no ranks are one
+    rank's; ranks must be positive, one included."""
+    from pydantic import ValidationError
+    runs = CostRuns(workload="lm", batch=8, updates=600, runs=2)
+    assert runs == CostRuns(workload="lm", batch=8, updates=600, runs=2, ranks=1)
+    cpu_h, gpu_h, bound, cpu_basis, _ = price_embedded([runs], {("lm", 8): 3.0}, {"lm": (8, 0.5)})
+    assert cpu_h == pytest.approx(2 * 600 * 3.0 / 2 / 3600)        # 1,200 rank-updates on 2 cores
+    assert gpu_h == pytest.approx(2 * 600 * 0.5 / 3600) and bound == ">="
+    assert cpu_basis.startswith("2 x 1 rank(s) x 600 updates of lm batch 8")
+    with pytest.raises(ValidationError, match="ranks"):
+        CostRuns(workload="lm", batch=8, updates=600, ranks=0)
+
+
+def test_a_rate_records_the_highest_load_beside_its_quiet_rows():
+    """Issue 52, mutant P06 (regime_cost.cpu_loads): the load recorded beside a (workload, batch) rate
+    is the highest of the quiet fp32 rows the rate's median comes from, not a loud or bf16 row's."""
+    eff = pd.DataFrame([{"workload": "lm", "batch": b, "precision": p, "loadavg": load, "codist_s_per_update": s}
+                        for b, p, load, s in ((8, "fp32", 0.3, 1.0), (8, "fp32", 1.2, 1.1), (8, "fp32", 0.6, 1.2),
+                                              (8, "fp32", 3.0, 9.0), (8, "bf16", 1.9, 0.5), (16, "fp32", 0.2, 2.0))])
+    assert regime_cost.cpu_rates(eff) == {("lm", 8): 1.1, ("lm", 16): 2.0}
+    assert regime_cost.cpu_loads(eff) == {("lm", 8): 1.2, ("lm", 16): 0.2}
+
+
+def test_a_lower_bound_regime_keeps_only_a_gpu_lower_bound(tmp_path, monkeypatch):
+    """Issue 52, mutant P09 (regime_cost.rows, `bound: lower`): where the regime's runs are only known
+    from below, both costs are lower bounds: the CPU's '=' becomes '>=', a GPU '>=' (runs at or above
+    the batch the H200 ran) stays, and a GPU '<=' (below it) bounds nothing either way: no GPU figure.
+    An estimate keeps its bounds (the control). The H200 ran lm at batch 32, 0.05 s an update; this
+    CPU times batch 64 at 2 s and batch 8 at 1 s an update; each claim's runs are 100,000 updates."""
+    paper = tmp_path / "replications" / "toy"
+    paper.mkdir(parents=True)
+
+    def claim(cid, batch, bound):
+        return {"id": cid, "claim": "x", "figure": "f", "basis": "step-matched", "measure": "final", "a": "a",
+                "b": "b", "regime_cost": {"needs": "bigger runs", "bound": bound,
+                                          "embedded": [{"workload": "lm", "batch": batch, "updates": 100_000}]}}
+    (paper / "experiments.yaml").write_text(yaml.safe_dump({
+        "paper": "toy", "figures": {"f": {"title": "t", "kind": "curves", "scales": {
+            "embedded": {"base": {"seed": 0}, "seeds": [0, 1, 2], "series": {"a": {}, "b": {}}}}}},
+        "claims": [claim("lower-above", 64, "lower"), claim("lower-below", 8, "lower"),
+                   claim("estimate-above", 64, "estimate"), claim("estimate-below", 8, "estimate")]}))
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    pd.DataFrame([{"workload": "lm", "batch": b, "precision": "fp32", "loadavg": 0.5, "codist_s_per_update": s,
+                   "gemm_fp32_gflops": 50.0} for b, s in ((64, 2.0), (8, 1.0))]).to_csv(bench / "efficiency.csv",
+                                                                                      index=False)
+    pd.DataFrame([{"device": "cuda", "workload": "lm",
+                   "final_metric": '{"step": 100, "samples": 3200, "wall_s": 5.0, "val_loss": 1.'}]
+                 ).to_csv(bench / "codist_check_cuda.csv", index=False)
+    pd.DataFrame([{"gpu": "h200", "model": "m", "train_gflops_per_sample": 1.0}]).to_csv(bench / "gpu_throughput.csv",
+                                                                                          index=False)
+    monkeypatch.setattr(regime_cost, "PAPERS", ("toy",))
+    got = {r["claim"]: (r["cpu_bound"], r["cpu_h_2cores"], r["gpu_bound"], r["gpu_h_one"])
+           for r in regime_cost.rows(tmp_path / "replications", bench)}
+    cpu64, cpu8, gpu = (round(100_000 * s / div, 3) for s, div in ((2.0, 2 * 3600), (1.0, 2 * 3600), (0.05, 3600)))
+    assert got == {"lower-above": (">=", cpu64, ">=", gpu), "lower-below": (">=", cpu8, "", None),
+                   "estimate-above": ("=", cpu64, ">=", gpu), "estimate-below": ("=", cpu8, "<=", gpu)}
