@@ -152,6 +152,13 @@ def read_rows(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
 
+def comparable(rows: list[dict]) -> list[dict]:
+    """Metrics rows without the machine's measurements (seconds, throughput, MFU, memory), which
+    differ between two runs of one config: what a rerun or a resumed run must reproduce exactly."""
+    from codist.runlog import without_machine_columns
+    return [without_machine_columns(r) for r in rows]
+
+
 def start_cli_run(cfg: dict, tmp_path: Path, out: Path) -> subprocess.Popen:
     """`codist run` on `cfg` in a child process (stdout and stderr together, as text)."""
     path = tmp_path / f"{out.name}.yaml"

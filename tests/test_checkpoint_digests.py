@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 import torch
-from conftest import TINY, deep_update, launch_run, read_rows
+from conftest import TINY, comparable, deep_update, launch_run, read_rows
 
 from codist import config
 from codist.launching import launch
@@ -36,10 +36,6 @@ def unfinished_copy(ref, to):
     shutil.copytree(ref, to)
     (to / "summary.json").unlink()
     return to
-
-
-def comparable(rows):
-    return [{k: v for k, v in r.items() if k != "wall_s"} for r in rows]
 
 
 def test_a_flipped_byte_in_the_newest_checkpoint_resumes_from_the_one_before(reference, tmp_path):

@@ -2,7 +2,7 @@
 and, in real runs, outer lr 1 / momentum 0 giving model_average's metrics rows exactly."""
 import pytest
 import torch
-from conftest import TINY, deep_update, launch_run, read_rows, read_summary
+from conftest import TINY, comparable, deep_update, launch_run, read_rows, read_summary
 
 from codist import config
 from codist.algorithms.diloco import outer_step
@@ -50,10 +50,6 @@ def test_config_keys_and_capabilities():
 
 
 TWO = deep_update(TINY, {"parallel": {"world_size": 2, "models": 2}, "train": {"steps": 6, "eval_every": 2}})
-
-
-def comparable(rows):
-    return [{k: v for k, v in r.items() if k != "wall_s"} for r in rows]
 
 
 @pytest.mark.slow

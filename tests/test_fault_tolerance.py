@@ -12,7 +12,7 @@ import psutil
 import pytest
 import torch
 import yaml
-from conftest import TINY, deep_update, launch_run, read_rows
+from conftest import TINY, comparable, deep_update, launch_run, read_rows
 
 from codist.rank import checkpoint
 from codist import config
@@ -51,10 +51,6 @@ def wait_for_checkpoint(out: Path, proc: subprocess.Popen, at_least: int, timeou
         assert proc.poll() is None, f"run ended before a checkpoint: {proc.stdout.read()}"
         time.sleep(0.02)
     raise AssertionError("no checkpoint in time")
-
-
-def comparable(rows):
-    return [{k: v for k, v in r.items() if k != "wall_s"} for r in rows]
 
 
 def assert_same_run(a: Path, b: Path):

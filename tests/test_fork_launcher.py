@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import TINY, deep_update, gone, launch_run, read_rows, read_summary, wait_for_checkpoint
+from conftest import TINY, comparable, deep_update, gone, launch_run, read_rows, read_summary, wait_for_checkpoint
 from conftest import start_cli_run as start
 
 from codist import config, rank_env
@@ -26,10 +26,6 @@ LONG = deep_update(TINY, {"parallel": {"world_size": 2, "models": 2},
                           "algorithm": {"name": "codistill", "exchange_every": 7, "data": "disjoint"},
                           "train": {"steps": 60, "eval_every": 10, "checkpoint_every": 10},
                           "launch": {"launcher": "fork"}})
-
-
-def comparable(rows):
-    return [{k: v for k, v in r.items() if k != "wall_s"} for r in rows]
 
 
 def test_fork_command(tmp_path):

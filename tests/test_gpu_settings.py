@@ -13,7 +13,7 @@ import torch
 from codist import config
 from codist.runtime.cuda_defaults import backend_settings, configure_backends
 from codist.runtime.engine import deepspeed_config
-from conftest import TINY, deep_update, launch_run
+from conftest import TINY, comparable, deep_update, launch_run, read_rows
 from torch_backends import restore_backends  # noqa: F401  (a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,8 +80,7 @@ def test_a_deterministic_run_applies_it_in_its_rank(tmp_path):
         math = json.loads((run / "manifest.json").read_text())["math"]
         assert math["deterministic_algorithms"] is True and math["cublas_workspace_config"] == ":4096:8"
         assert math["cudnn_benchmark"] is False
-        rows.append([{k: v for k, v in json.loads(line).items() if k != "wall_s"}
-                     for line in (run / "metrics.jsonl").read_text().splitlines()])
+        rows.append(comparable(read_rows(run)))
     assert rows[0] == rows[1] and rows[0]
 
 

@@ -14,7 +14,7 @@ import shutil
 
 import pytest
 import torch
-from conftest import TINY, deep_update, launch_run, read_rows, read_summary
+from conftest import TINY, comparable, deep_update, launch_run, read_rows, read_summary
 
 from codist.algorithms.registry import specs
 
@@ -55,10 +55,6 @@ def uninterrupted(tmp_path_factory):
             done[name] = launch_run(root / (TEACHER if name == "ensemble" else name), deep_update(BASE, CASES[name]))
         return done[name]
     return get
-
-
-def comparable(rows):
-    return [{k: v for k, v in r.items() if k != "wall_s"} for r in rows]
 
 
 def traffic(run):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ROOT, TINY, deep_update, launch_run, read_rows
+from conftest import ROOT, TINY, comparable, deep_update, launch_run, read_rows
 
 from codist import config
 from codist.launching.cluster import job_resources
@@ -49,10 +49,6 @@ RUN = deep_update(TINY, {
     "train": {"steps": 200, "eval_every": 20, "checkpoint_every": 10},
     "launch": {"device": "cpu", "time_limit_min": 10, "launcher": "torchrun"},   # ranks as srun tasks
 })
-
-
-def comparable(rows):
-    return [{k: v for k, v in r.items() if k != "wall_s"} for r in rows]
 
 
 @pytest.fixture(scope="module")

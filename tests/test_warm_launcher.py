@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TINY, deep_update, gone, wait_gone, launch_run, read_rows, read_summary, wait_for_checkpoint
+from conftest import TINY, comparable, deep_update, gone, wait_gone, launch_run, read_rows, read_summary, wait_for_checkpoint
 from conftest import start_cli_run as start
 
 from codist import config
@@ -32,10 +32,6 @@ def servers(folder: Path) -> list[int]:
 def current_key(extra: dict) -> str:
     cfg = config.validate(deep_update(TINY, extra))
     return server_key(launch.launch_env(cfg, "cpu", launch.threads_per_rank(cfg)))
-
-
-def comparable(rows):
-    return [{k: v for k, v in r.items() if k != "wall_s"} for r in rows]
 
 
 def rank_pids(out: Path, world: int) -> list[int]:

@@ -5,8 +5,9 @@ the committed `--reference` (results/), and the machines each was made on.
 
 Writes <results>/<scale>/comparison.md and comparison.csv and prints the summary (what
 `make replicate` ends with): the tiers that ran, the counts, each table that differs and each claim
-whose verdict changed, by name. Timing columns (names with an `_s` unit) are left out everywhere:
-they differ between machines and runs. Each table (`*.csv` under <scale>/, not runs/) gets one
+whose verdict changed, by name. The machine's measurements (columns named by their unit: seconds
+`_s`, rates `_per_s`, megabytes `_mb`, utilisation `mfu`: codist.runlog.machine_column) are left out
+everywhere, their presence too: they differ between machines and runs. Each table (`*.csv` under <scale>/, not runs/) gets one
 outcome:
 
 - **bit-identical**: every other column equal, value for value;
@@ -59,12 +60,11 @@ import pandas as pd
 from scipy import stats
 
 from analysis.schema import TIERS, tier_command
-from codist.runlog import WriteError, atomic_write_text
+from codist.runlog import WriteError, atomic_write_text, machine_column
 from workflows.experiments import ExperimentsError, load_plan
 from workflows.machine import MachineError, describe, summarize
 
 ROOT = Path(__file__).resolve().parents[1]
-TIMING = re.compile(r"_s(_|$)")   # a column measured in seconds
 #: columns naming a group of seeds (whichever a table has); `seed` is the replicate
 KEYS = ("workload", "label", "algorithm", "knob", "period", "series", "row", "model", "column", "metric",
         "headline", "step", "samples", "target", "world_size", "models", "steps", "higher_is_better")
@@ -121,7 +121,7 @@ def one_line(text) -> str:
 
 
 def compared_columns(df: pd.DataFrame) -> list[str]:
-    return [c for c in df.columns if not TIMING.search(c)]
+    return [c for c in df.columns if not machine_column(c)]
 
 
 def _plain(v):
@@ -148,9 +148,10 @@ def versus(ref, yours) -> str:
 
 
 def exact_differences(a: pd.DataFrame, b: pd.DataFrame) -> list[str]:
-    """Differences between two tables in their non-timing columns (none: [])."""
-    if list(a.columns) != list(b.columns):
-        return [f"columns differ: {list(a.columns)} vs {list(b.columns)}"]
+    """Differences between two tables in their columns of results (none: []): a machine's
+    measurements, present on one side only (a run logged before codist measured them), are no difference."""
+    if compared_columns(a) != compared_columns(b):
+        return [f"columns differ: {compared_columns(a)} vs {compared_columns(b)}"]
     if len(a) != len(b):
         return [f"{len(a)} rows in the reference, {len(b)} here"]
     out = []
@@ -297,7 +298,7 @@ def judge_table(ref: pd.DataFrame, loc: pd.DataFrame, each_row: bool = False) ->
     exact = exact_differences(ref, loc)
     if not exact:
         return "bit-identical", []
-    if list(ref.columns) != list(loc.columns) or len(ref) != len(loc):
+    if compared_columns(ref) != compared_columns(loc) or len(ref) != len(loc):
         return "different", exact
     text = {"regime", "verdict", "reached", "per_seed", "method"} if each_row else set()
     mixed = text_in_numbers(ref, loc, [c for c in compared_columns(ref) if c not in text])

@@ -6,8 +6,9 @@ committed.
 Runs Snakemake (the local profile, as `make replicate`) into a fresh temporary results folder
 (`--config results=<tmp>`: nothing committed is read or touched), then compares every table
 (`*.csv`) under results/<scale>/ with the regenerated one: same files, same rows, and in every
-non-timing column the same values, exactly. Timing columns (names with an `_s` unit: wall_s,
-setup_s, eval_s, elapsed_s, wall_s_to_target, ...) differ between machines and runs, so they are
+column of results the same values, exactly. The machine's measurements (columns named by their
+unit, codist.runlog.machine_column: seconds `_s` (wall_s, setup_s, eval_s, elapsed_s, wall_s_to_target,
+...), rates `_per_s`, megabytes `_mb`, utilisation `mfu`) differ between machines and runs, so they are
 left out; so are the PNGs (drawn from these tables) and notebooks (they check themselves against
 claims.csv when they run). TARGETs (paths relative to results/<scale>/, e.g.
 `sun2016/cifar10.csv`) limit the check to those outputs and what they need; without them, the
@@ -103,7 +104,7 @@ def main() -> int:
             print(f"results/{args.scale}/{rel}:")
             for line in lines:
                 print(f"  {line}")
-        print(f"verify: {len(problems)} table(s) compared, {len(bad)} differ (timing columns left out)")
+        print(f"verify: {len(problems)} table(s) compared, {len(bad)} differ (the machine's measurements left out)")
         return 1 if bad else 0
     finally:
         if not args.keep:

@@ -29,6 +29,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
+THROUGHPUT = ROOT / "replications" / "throughput.yaml"   # the checkout's table (a run's units per sample read it too)
 PRECISIONS = ("fp32", "bf16")    # a run's train.precision: the budget's columns
 # the math a rate was measured at: fp32 storage with TF32 products (train.tf32, the runs' default),
 # fp32 products throughout (train.tf32: false), bf16 autocast. A throughput table's `fp32` column

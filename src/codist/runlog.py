@@ -1,7 +1,8 @@
 """What a run leaves in its directory, written atomically.
 
 - metrics.jsonl: one row per evaluation (per model), appended and flushed; a resumed run
-  truncates rows past its checkpoint.
+  truncates rows past its checkpoint. Some of a row's columns are the machine's measurements
+  (seconds, rates, memory, utilisation: `machine_column`), which no comparison of results reads.
 - tensorboard/<name>-seed<seed>/: the same rows as TensorBoard scalars (`tensorboard --logdir
   results/<scale>/runs`), tag `<key>/<model>` (val_accuracy/0, comm_bytes/G, ...) at x = the update,
   and the config as hyperparameters and text; rewritten with the rows when a run resumes.
@@ -32,6 +33,20 @@ from pathlib import Path
 _UMASK = os.umask(0)
 os.umask(_UMASK)
 LOCK = ".codist.lock"   # a run directory's lock file (codist.launching.rundir); its presence marks a run directory
+# A column the machine measures, named by its unit: seconds (`_s`, `_s_...`: wall_s, wall_s_to_target),
+# rates per second (`_per_s`), megabytes (`_mb`) and model-FLOPs utilisation (`mfu`). They differ between
+# machines and between runs of one machine, so a rerun is compared with the committed results
+# (workflows/compare.py), and a resumed run with an uninterrupted one, without them.
+MACHINE_COLUMN = re.compile(r"_s(_|$)|_mb$|^mfu$")
+
+
+def machine_column(name: str) -> bool:
+    return bool(MACHINE_COLUMN.search(name))
+
+
+def without_machine_columns(row: dict) -> dict:
+    """A metrics row's results alone: what two runs of one config must agree on."""
+    return {k: v for k, v in row.items() if not machine_column(k)}
 
 
 class WriteError(OSError):

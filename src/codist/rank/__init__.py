@@ -2,8 +2,8 @@
 
 - `train`: the rank's entry point (`python -m codist.rank.train`) as phases: set up, resume,
   train, finish.
-- `evaluation` (sharded evaluation, with `norm_stats` and `probes`), `checkpoint`, `progress`:
-  what the loop calls.
+- `evaluation` (sharded evaluation, with `norm_stats` and `probes`), `checkpoint`, `progress`,
+  `machine` (each row's throughput, MFU and peak memory): what the loop calls.
 
 The loop calls the plug-ins, the strategies (codist.algorithms) and the models and data
 (codist.workloads), which never import it; what both build on (process groups, engines,

@@ -31,6 +31,7 @@ from ..data_root import workload_with_data
 from .evaluation import Evaluator
 from ..exits import EXIT_BAD_INPUT as EXIT_CONFIG, EXIT_DIVERGED, EXIT_FAILED, EXIT_PREEMPTED  # noqa: F401  (codist.exits: once)
 from ..owner import owner_gone, start_ticks
+from .machine import Machine
 from .progress import Progress
 from ..rank_env import rank_threads
 from ..runlog import (MetricsLog, RunGone, RunGuard, WriteError, atomic_torch_save, atomic_write_bytes,
@@ -172,6 +173,7 @@ class Run:
     device: torch.device
     launched: float   # when `codist run` launched the job (unix time)
     guard: RunGuard | None = None                   # the run directory as this rank found it
+    machine: Machine | None = None                  # throughput, MFU and memory of each interval
     timers: dict = field(default_factory=lambda: {"train_s": 0.0, "eval_s": 0.0, "loss_sum": 0.0, "loss_n": 0})
     rows: list = field(default_factory=list)        # every metrics row so far (checkpointed with the run)
     history: dict = field(default_factory=dict)     # model -> its rows (for the summary)
@@ -262,8 +264,10 @@ def set_up(args) -> Run:
     evaluate = Evaluator(ctx, algo)
     seed_rank_streams(cfg.seed, topo.model_index, topo.dp_rank, algo.shared_init)   # ranks would augment alike
     log = MetricsLog(out / "metrics.jsonl", config_mod.to_dict(cfg), guard)   # the config names its TensorBoard run
+    machine = Machine(cfg, device, algo.model, topo.ranks_per_model)
     return Run(cfg, out, topo, meter, workload, algo, stream, evaluate, log, heartbeat,
-               stop, threads, device, launched=float(os.environ.get("CODIST_LAUNCH_UNIX", t_process)), guard=guard)
+               stop, threads, device, launched=float(os.environ.get("CODIST_LAUNCH_UNIX", t_process)), guard=guard,
+               machine=machine)
 
 
 def resume(run: Run) -> None:
@@ -333,7 +337,8 @@ def train_loop(run: Run, until: int | None = None) -> int | None:
         t0 = time.perf_counter()
         if run.first_step_unix is None:
             run.first_step_unix = time.time()
-        loss = algo.train_step(step, run.stream.batch(step))
+        with run.machine.counting():   # the first update's model FLOPs, where an MFU can be known
+            loss = algo.train_step(step, run.stream.batch(step))
         done = step + 1
         distill = getattr(algo, "last_distill", None)
         run.losses.add(done, loss, distill)   # a NaN or inf loss: the ranks stop together at the next evaluation
@@ -399,12 +404,15 @@ def evaluate_and_log(run: Run, done: int, diverged_at: int | None, progress: Pro
         torch.distributed.destroy_process_group()
         return EXIT_DIVERGED
     for name, metrics in results.items():
-        row = {"step": done, "samples": done * run.per_model_batch, "wall_s": round(timers["train_s"], 4),
-               "model": name, **metrics}
+        samples, wall_s = done * run.per_model_batch, round(timers["train_s"], 4)
+        previous = run.history.get(name, [None])[-1]
+        row = {"step": done, "samples": samples, "wall_s": wall_s, "model": name, **metrics,
+               **run.machine.columns(previous, samples, wall_s)}
         run.history.setdefault(name, []).append(row)
         run.rows.append(row)
         if run.lead:
             run.log.append(row)
+    run.machine.interval_done()
     metric = run.workload.metric.name
     progress.evaluated(done, metric, results[run.evaluate.names[0]][metric])
     return None
