@@ -1,6 +1,6 @@
 """The rules of the Fashion-MNIST pilot `cifar10_fmnist_pilot` (K = 4), applied to its curves table.
 
-    python replications/sun2016/pilots/fmnist_rules.py results/embedded/sun2016/cifar10_fmnist_pilot_curves.csv
+    PYTHONPATH=. python replications/sun2016/pilots/fmnist_rules.py results/embedded/sun2016/cifar10_fmnist_pilot_curves.csv
 
 The rules are the figure's notes in ../experiments.yaml, fixed before its runs; this script only
 reads them off the pipeline's table (one row per evaluation, model and seed):
@@ -16,13 +16,11 @@ the end (the chance bound, >= 0.384), and each series' final top-1.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-from analysis.stats import seeds_for_power  # noqa: E402
+from analysis.stats import seeds_for_power
 
 TAU_EC, PAPER_GAP, ROUND_RATIO, MA_GAIN = 1920, 0.0187, 0.93, 0.00935
 
