@@ -98,7 +98,10 @@ def plan_rows() -> list[dict]:
 def describe(workload: dict) -> str:
     """A row's workload in a few words: its name and the keys that set the model and input size."""
     keys = ("arch", "width", "classes", "image_size", "embedded_image_size", "augment", "dataset")
-    return workload["name"] + "".join(f" {k}={workload[k]}" for k in keys if k in workload)
+    words = "".join(f" {k}={workload[k]}" for k in keys if k in workload)
+    if workload.get("downsample", 1) != 1:   # named only where set: the rows measured before it keep their names
+        words += f" downsample={workload['downsample']}"
+    return workload["name"] + words
 
 
 def gemm_peak(torch, dtype, n: int = GEMM_N, reps: int = 5, seconds: float = 0.3) -> float:

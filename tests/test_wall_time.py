@@ -29,7 +29,7 @@ def test_the_stop_agreement_is_training_time(monkeypatch):
         losses=None, device=torch.device("cpu"), first_step_unix=None, meter=None,
         algo=SimpleNamespace(train_step=lambda step, batch: spend(1.0) or torch.tensor(1.0)),
         stream=SimpleNamespace(batch=lambda step: None), heartbeat=SimpleNamespace(beat=lambda done: None),
-        stop=SimpleNamespace(agreed=agreed))
+        stop=SimpleNamespace(agreed=agreed), machine=None)
     assert train.train_loop(run) is None
     assert len(agreements) == 2 == 30 // train.STOP_CHECK_EVERY - 1   # after updates 10 and 20 (not the last)
     assert run.timers["train_s"] == 30 * 1.0 + 2 * 100.0

@@ -17,6 +17,7 @@ import platform
 import signal
 import sys
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -337,7 +338,7 @@ def train_loop(run: Run, until: int | None = None) -> int | None:
         t0 = time.perf_counter()
         if run.first_step_unix is None:
             run.first_step_unix = time.time()
-        with run.machine.counting():   # the first update's model FLOPs, where an MFU can be known
+        with run.machine.counting() if run.machine else nullcontext():   # the first update's FLOPs, for an MFU
             loss = algo.train_step(step, run.stream.batch(step))
         done = step + 1
         distill = getattr(algo, "last_distill", None)
@@ -407,12 +408,13 @@ def evaluate_and_log(run: Run, done: int, diverged_at: int | None, progress: Pro
         samples, wall_s = done * run.per_model_batch, round(timers["train_s"], 4)
         previous = run.history.get(name, [None])[-1]
         row = {"step": done, "samples": samples, "wall_s": wall_s, "model": name, **metrics,
-               **run.machine.columns(previous, samples, wall_s)}
+               **(run.machine.columns(previous, samples, wall_s) if run.machine else {})}
         run.history.setdefault(name, []).append(row)
         run.rows.append(row)
         if run.lead:
             run.log.append(row)
-    run.machine.interval_done()
+    if run.machine:
+        run.machine.interval_done()
     metric = run.workload.metric.name
     progress.evaluated(done, metric, results[run.evaluate.names[0]][metric])
     return None
