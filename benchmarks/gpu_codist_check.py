@@ -70,8 +70,8 @@ def runs(device: str, gpus: int) -> list[tuple[str, str, dict]]:
 def stack() -> tuple[str, bool]:
     """(a line naming torch, its CUDA and NCCL against env/requirements.lock's pins, whether they match):
     a GPU check of another torch or NCCL than the lock's measures another stack. The local version
-    label (+cu130, +cu126: the CUDA 12 route) is not compared; NCCL only where the lock's NCCL wheel is
-    what is installed (the CUDA 12 route brings its own)."""
+    label (+cu130, +cu126: the CUDA 12 route) is not compared; NCCL wherever the lock's NCCL wheel is
+    installed, at any version (the CUDA 12 route, without it, brings its own)."""
     from importlib import metadata
 
     import torch
@@ -84,7 +84,7 @@ def stack() -> tuple[str, bool]:
     except metadata.PackageNotFoundError:
         nccl_installed = None
     ok = torch.__version__.split("+")[0] == pins.get("torch") and (
-        nccl_installed != pins.get(nccl_pkg) or nccl == pins.get(nccl_pkg))
+        nccl_installed is None or nccl_installed == nccl == pins.get(nccl_pkg))
     line = (f"torch {torch.__version__} (lock: {pins.get('torch')}), CUDA {torch.version.cuda}, NCCL {nccl} "
             f"(lock: {nccl_pkg} {pins.get(nccl_pkg)}, installed {nccl_installed})")
     return line, ok
