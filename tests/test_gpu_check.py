@@ -207,6 +207,7 @@ def test_codist_check_names_a_stack_that_is_not_the_locks(monkeypatch):
     monkeypatch.undo()
     from importlib import metadata
     real_version = metadata.version
-    monkeypatch.setattr(metadata, "version", lambda name: "2.0.1" if name.startswith("nvidia-nccl-") else real_version(name))
+    monkeypatch.setattr(metadata, "version",
+                        lambda name: "2.0.1" if name.startswith("nvidia-nccl-") else real_version(name))
     line, ok = gpu_codist_check.stack()   # another NCCL wheel than the lock's: not the lock's stack either
     assert not ok and "installed 2.0.1" in line
