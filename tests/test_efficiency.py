@@ -77,3 +77,20 @@ def test_lm_levers_keeps_other_cpus_rows_and_reads_each_variant_against_fused_fp
                                    ("this", "fused-fp32"), ("this", "unrolled-fp32")]
     assert table.loc[("this", "unrolled-fp32"), "speedup"] == 2.0
     assert table.loc[("other", "unrolled-fp32"), "speedup"] == 0.5
+
+
+def test_a_quiet_rerun_replaces_its_rows_and_keeps_the_others(tmp_path):
+    """benchlib.replace_rows: the rows a rerun measured replace the table's rows of the same key, the
+    others stay, in one clean index; an empty rerun keeps every row (issue 52's mutation run: both
+    survived the earlier tests)."""
+    import pandas as pd
+
+    from benchmarks.benchlib import replace_rows
+    path = tmp_path / "t.csv"
+    pd.DataFrame({"model": ["a", "b"], "batch": [1, 1], "rate": [1.0, 2.0]}).to_csv(path, index=False)
+    new = pd.DataFrame({"model": ["a"], "batch": [1], "rate": [9.0]})
+    got = replace_rows(path, new, ["model", "batch"])
+    assert sorted(zip(got.model, got.rate)) == [("a", 9.0), ("b", 2.0)]
+    assert list(got.index) == list(range(len(got)))
+    kept = replace_rows(path, new.iloc[0:0], ["model", "batch"])
+    assert sorted(zip(kept.model, kept.rate)) == [("a", 1.0), ("b", 2.0)]
