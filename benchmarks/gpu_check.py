@@ -203,8 +203,9 @@ def bench(spec: Spec, precision: str, steps: int, warmup: int, device: str, tabl
     samples_s = statistics.median(rates)
     gflops = flops.get_total_flops() / batch / 1e9
     return {"samples_per_s": round(samples_s, 2), "units_per_s": round(samples_s * per_sample, 1),
-            "units_per_s_min": round(rates[0] * per_sample, 1), "units_per_s_max": round(rates[-1] * per_sample, 1),
-            "repeats": repeats, "units_per_sample": per_sample, "seconds": round(sum(blocks), 3), "batch_per_gpu": batch,
+            "units_per_s_min": round(rates[0] * per_sample, 1),
+            "units_per_s_max": round(rates[-1] * per_sample, 1), "repeats": repeats,
+            "units_per_sample": per_sample, "seconds": round(sum(blocks), 3), "batch_per_gpu": batch,
             "train_gflops_per_sample": round(gflops, 4), "achieved_tflops": round(gflops * samples_s / 1e3, 3),
             "peak_mem_gib": round(torch.cuda.max_memory_allocated() / 2 ** 30, 3) if device == "cuda" else ""}
 
@@ -378,7 +379,8 @@ def main(argv=None) -> int:
                                            r["batch_per_gpu"] or args.batch or spec.batch,
                                            table.units[spec.model], r["units_per_sample"], args.steps,
                                            r["repeats"] or args.repeats, r["seconds"], r["samples_per_s"],
-                                           r["units_per_s"], r["units_per_s_min"], r["units_per_s_max"], r["peak_mem_gib"],
+                                           r["units_per_s"], r["units_per_s_min"], r["units_per_s_max"],
+                                           r["peak_mem_gib"],
                                            r["train_gflops_per_sample"], r["achieved_tflops"], *ref,
                                            torch.__version__, date, error])))
             took = f"[{time.perf_counter() - t0:.1f} s]"
@@ -386,7 +388,8 @@ def main(argv=None) -> int:
                 print(f"{spec.model:>34} {precision}: FAILED {error} {took}", flush=True)
                 continue
             print(f"{spec.model:>34} batch {r['batch_per_gpu']:>4} {precision}: {r['units_per_s']:>12,.1f} "
-                  f"[{r['units_per_s_min']:,.1f}, {r['units_per_s_max']:,.1f}] {table.units[spec.model]}s/s  peak {r['peak_mem_gib'] or '-'} GiB  "
+                  f"[{r['units_per_s_min']:,.1f}, {r['units_per_s_max']:,.1f}] {table.units[spec.model]}s/s  "
+                  f"peak {r['peak_mem_gib'] or '-'} GiB  "
                   f"(reference {ref[0] or '-'} {ref[1] or '-'})  {took}", flush=True)
     out = Path(args.out)
     write_csv(out, COLUMNS, rows)

@@ -14,7 +14,8 @@ NCCL cannot put two ranks on it, so the two ranks share it over gloo (launch.bac
 tensors staged through host memory): the multi-rank path (process groups, the exchanges, the stop
 agreement, the checkpoint of two ranks) on CUDA tensors, not NCCL, and the report says so. On a
 CPU-only machine the same script runs tiny runs on the CPU over gloo and says so. Then
-benchmarks/gpu_check.py's throughput table (CUDA), or its CPU smoke run. Results: results/bench/codist_check_<device>.csv (the CPU file is
+benchmarks/gpu_check.py's throughput table (CUDA), or its CPU smoke run. Results:
+results/bench/codist_check_<device>.csv (the CPU file is
 a smoke test's, not a GPU measurement: not committed).
 """
 from __future__ import annotations
@@ -34,7 +35,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 PRESETS = ROOT / "replications" / "presets" / "embedded"
-COLUMNS = ["workload", "algorithm", "device", "backend", "world_size", "steps", "stopped_at", "resumed_from", "exit_codes",
+COLUMNS = ["workload", "algorithm", "device", "backend", "world_size", "steps", "stopped_at", "resumed_from",
+           "exit_codes",
            "final_metric", "seconds", "ok", "note", "date"]
 
 
