@@ -56,7 +56,7 @@ from pathlib import Path
 import yaml
 
 from codist.algorithms import model_names, registry as algorithm_registry
-from codist.config import PROBES, ConfigError, RunConfig, deep_merge, to_dict, validate
+from codist.config import PROBES, ConfigError, RunConfig, deep_merge, to_dict, to_text_dict, validate
 from codist.data_root import needs_root, with_data_root
 from codist.launching.cluster import job_resources as cluster_resources
 from codist.launching.launch import threads_per_rank
@@ -124,7 +124,7 @@ class Plan:
 
     def config_text(self, run_id: str) -> str:
         """The run's config file: the resolved config, fixed by the run id (and launch section)."""
-        return yaml.safe_dump(to_dict(self.config(run_id)), sort_keys=False)
+        return yaml.safe_dump(to_text_dict(self.config(run_id)), sort_keys=False)
 
     def upstream(self, run_id: str) -> list[str]:
         """Runs this run reads (a two-phase distillation's teacher run): trained before it."""

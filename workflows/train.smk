@@ -3,7 +3,8 @@
 
 A run declared by several figures has one id, hence one config file and one output
 directory: it trains once. The config text is a param, so a changed launch section (not
-part of the id) rewrites the file and retrains. Cheap rules use `shell:` (printf), not
+part of the id) rewrites the file and retrains; a key added to the config later is written only
+away from its default (codist.config.TEXT_UNLESS), so adding one retrains nothing. Cheap rules use `shell:` (printf), not
 `run:`: Snakemake spawns each `run:` job as a process that re-parses the workflow, which
 imports torch through codist.config (seconds per job).
 """

@@ -470,6 +470,33 @@ IN_RUN_ID_UNLESS = {"train.precision": "fp32", "train.tf32": True, "train.eval_s
                     "train.deterministic": False, "workload.lstm": "fused", "workload.downsample": 1}
 
 
+#: keys added after run config files were first written by the workflow, written into a run's
+#: config file only where they differ from this value. The file's text is a Snakemake param
+#: (workflows/train.smk): a new key with a default would change every run's text, and Snakemake
+#: would train every finished run again. A key added from now on goes here (and, if it changes
+#: results, in IN_RUN_ID_UNLESS too); tests/test_config_text.py holds every planned run's text fixed.
+TEXT_UNLESS: dict[str, Any] = {}
+
+
+def _pop_at(d: dict, key: str, unless: dict[str, Any] | None = None) -> None:
+    """Remove dotted `key` from nested `d` (where `unless` names it: only at that value)."""
+    *path, last = key.split(".")
+    node = d
+    for part in path:
+        node = node.get(part, {})
+    if unless is None or key not in unless or node.get(last, unless[key]) == unless[key]:
+        node.pop(last, None)
+
+
+def to_text_dict(cfg: RunConfig) -> dict[str, Any]:
+    """`to_dict` as a run's config file holds it: `TEXT_UNLESS` keys only where they are not at
+    their default (loading the file gives the same config)."""
+    d = to_dict(cfg)
+    for key in TEXT_UNLESS:
+        _pop_at(d, key, TEXT_UNLESS)
+    return d
+
+
 def run_id(cfg: RunConfig) -> str:
     """12 hex digits of the hash of everything that changes the results.
 
@@ -482,12 +509,7 @@ def run_id(cfg: RunConfig) -> str:
     """
     d = to_dict(cfg)
     for key in NOT_IN_RUN_ID + tuple(IN_RUN_ID_UNLESS):
-        *path, last = key.split(".")
-        node = d
-        for part in path:
-            node = node.get(part, {})
-        if key not in IN_RUN_ID_UNLESS or node.get(last) == IN_RUN_ID_UNLESS[key]:
-            node.pop(last, None)
+        _pop_at(d, key, IN_RUN_ID_UNLESS)
     d["data_version"] = data_version(cfg.workload.name)
     blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
@@ -495,7 +517,7 @@ def run_id(cfg: RunConfig) -> str:
 
 def dump(cfg: RunConfig, path: str | os.PathLike) -> None:
     from .runlog import atomic_write_text
-    atomic_write_text(path, yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    atomic_write_text(path, yaml.safe_dump(to_text_dict(cfg), sort_keys=False))
 
 
 algorithm_registry.load_plugins()   # last: a plugin module may import this one
