@@ -77,3 +77,52 @@ def test_embedded_default_is_small_and_learnable_shape():
     assert w.build_model()(x[:4]).shape == (4, 20)
     big = workload({"arch": "resnet50"})            # the real model on cheap data (communication benchmarks)
     assert big.build_model().eval()(x[:2]).shape == (2, 20)
+
+
+class _RecordsDecoder(torch.utils.data.Dataset):
+    """A dataset whose every item read leaves a file named by the reading process's pid."""
+
+    def __init__(self, inner, folder):
+        self.inner, self.folder = inner, folder
+
+    def __len__(self):
+        return len(self.inner)
+
+    def __getitem__(self, k):
+        import os
+        (self.folder / f"{os.getpid()}-{k}").touch()
+        return self.inner[k]
+
+
+def test_evaluation_of_image_files_is_decoded_by_loader_workers_with_the_same_sums(tmp_path):
+    """Issue 51: a rank's evaluation shard of real images is decoded by the workload's DataLoader
+    workers (as its training batches are), not in the rank's thread; the same batches in the same
+    order, so every sum is the in-thread one exactly (BatchNorm in eval mode: a batch's items alone
+    decide its outputs)."""
+    import os
+    from types import SimpleNamespace
+
+    from codist.rank.evaluation import Evaluator
+    root = write_imagefolder(tmp_path / "imnet", classes=("n01", "n02", "n03"), per_class=5)
+    sums, readers = {}, {}
+    for workers in (0, 2):
+        cfg = config.validate({"workload": {"name": "imagenet", "dataset": "imagefolder", "data_dir": str(root),
+                                            "arch": "cifar_resnet8", "width": 4, "image_size": 16, "val_resize": 18,
+                                            "loader_workers": workers},
+                               "train": {"eval_batch": 4}})
+        w = build_workload(cfg.workload, 0)
+        read = tmp_path / f"read-{workers}"
+        read.mkdir()
+        w.data._splits = (w.data.splits()[0], _RecordsDecoder(w.data.splits()[1], read))
+        torch.manual_seed(0)
+        model = w.build_model()
+        algo = SimpleNamespace(eval_names=lambda: ["0"], eval_models=lambda: {"0": model})
+        topo = SimpleNamespace(ranks_per_model=2, dp_rank=1)   # rank 1's strided shard: items 1, 3, ..., 13
+        ctx = SimpleNamespace(cfg=cfg, topo=topo, workload=w, device=torch.device("cpu"))
+        with torch.no_grad():
+            sums[workers] = Evaluator(ctx, algo).score()
+        readers[workers] = {tuple(map(int, p.name.split("-"))) for p in read.iterdir()}
+    assert sums[2] == sums[0] and sums[0]["0"]["count"] == 7.0
+    assert {k for _, k in readers[2]} == {k for _, k in readers[0]} == set(range(1, 15, 2))
+    assert {pid for pid, _ in readers[0]} == {os.getpid()}            # in-thread: the rank decodes
+    assert os.getpid() not in {pid for pid, _ in readers[2]}          # workers: none in the rank

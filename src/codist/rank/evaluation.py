@@ -16,7 +16,9 @@ class Evaluator:
     own model's training statistics and the requested probes (`train.probes`); one all-reduce of
     the (models x statistics) table gives every rank every model's metrics. The models are scored
     as they are saved: a model of several ranks with the BatchNorm statistics of its saved file
-    (the group's, `norm_stats.as_saved`), each rank's own given back after."""
+    (the group's, `norm_stats.as_saved`), each rank's own given back after. Items that must be
+    decoded (real images) are decoded by the workload's `loader_workers` DataLoader processes, as its
+    training batches are: the same batches in the same order as in the rank's thread."""
 
     def __init__(self, ctx: TrainContext, algo):
         self.ctx, self.algo = ctx, algo
@@ -48,7 +50,8 @@ class Evaluator:
             # at the run's precision, as the ensembles' members (Algorithm.forward) are: every model
             # of a run is scored alike; autocast computes the losses themselves in fp32
             with autocast(ctx.cfg.train.precision, ctx.device):
-                for batch in eval_batches(self.val, topo.ranks_per_model, topo.dp_rank, ctx.cfg.train.eval_batch):
+                for batch in eval_batches(self.val, topo.ranks_per_model, topo.dp_rank, ctx.cfg.train.eval_batch,
+                                          ctx.workload.loader_workers):   # real images: decoded by workers
                     x, y = to_device(batch, ctx.device)
                     for k, v in ctx.workload.eval_model_sums(model, x, y).items():
                         sums[k] = sums.get(k, 0.0) + v

@@ -4,7 +4,9 @@ The order is one seeded permutation per epoch, shared by the ranks that train th
 model; global batch i is positions [i*m*b, (i+1)*m*b) of it and rank j of the model's
 group takes the j-th slice of b. So m ranks with batch b see exactly the samples that
 one rank with batch m*b sees, in the same order. Incomplete batches at the end of an
-epoch are dropped (every update has the same size).
+epoch are dropped (every update has the same size). Evaluation reads strided shards
+(`eval_batches`); items that must be decoded (an ImageFolder's JPEGs) come from DataLoader worker
+processes there as in training (`PrefetchStream`), when the workload has `loader_workers`.
 """
 from __future__ import annotations
 
@@ -75,14 +77,23 @@ def evaluation_slice(dataset: Dataset, size: int) -> Dataset:
     return Subset(dataset, idx)
 
 
-def eval_batches(dataset: Dataset, ranks: int, rank: int, batch: int):
+def eval_batches(dataset: Dataset, ranks: int, rank: int, batch: int, workers: int = 0):
+    """Rank `rank`'s shard of `dataset` in batches of `batch`, in shard order. A TensorDataset is
+    indexed whole; other items are collated, by `workers` DataLoader processes when > 0 (an
+    ImageFolder's JPEGs decoded off the rank's thread, as its training batches are: the same
+    batches, in the same order), else in this thread."""
     idx = list(shard_indices(len(dataset), ranks, rank))
-    for s in range(0, len(idx), batch):
-        chunk = idx[s:s + batch]
-        if isinstance(dataset, TensorDataset):
+    chunks = [idx[s:s + batch] for s in range(0, len(idx), batch)]
+    if isinstance(dataset, TensorDataset):
+        for chunk in chunks:
             t = torch.tensor(chunk)
             yield tuple(x[t] for x in dataset.tensors)
-        else:
+    elif workers > 0 and chunks:
+        yield from torch.utils.data.DataLoader(dataset, batch_sampler=chunks, num_workers=workers,
+                                               worker_init_fn=_worker_ignores_stop_signals,
+                                               pin_memory=pin_memory())
+    else:
+        for chunk in chunks:
             yield default_collate([dataset[k] for k in chunk])
 
 

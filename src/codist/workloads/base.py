@@ -32,6 +32,9 @@ class Workload(ABC):
     #: metrics exact only over the whole validation set (a gap to its known optimum): an evaluation
     #: on a `train.eval_size` slice leaves them out
     whole_set_metrics: tuple[str, ...] = ()
+    #: DataLoader worker processes per rank that read and decode its items, for training and
+    #: evaluation alike (real images); 0: the rank's own thread (tensors already in memory)
+    loader_workers: int = 0
 
     @abstractmethod
     def build_model(self) -> nn.Module:

@@ -133,12 +133,17 @@ class ImagenetWorkload(Workload):
     def val_dataset(self) -> Dataset:
         return self.data.splits()[1]
 
+    @property
+    def loader_workers(self) -> int:
+        """The source's: real images are decoded by DataLoader processes (training and evaluation)."""
+        return self.data.loader_workers
+
     def train_stream(self, split, model, models, batch_per_rank, ranks, rank, seed):
         """Real images are decoded by the source's `loader_workers` DataLoader processes per rank."""
         stream = super().train_stream(split, model, models, batch_per_rank, ranks, rank, seed)
-        if self.data.loader_workers > 0:
+        if self.loader_workers > 0:
             from ..runtime.data import PrefetchStream
-            return PrefetchStream(stream, self.data.loader_workers)
+            return PrefetchStream(stream, self.loader_workers)
         return stream
 
     def class_counts(self) -> torch.Tensor:
