@@ -26,10 +26,10 @@ from conftest import ROOT, TINY
 
 from codist.launching import warm_client, warm_server
 from codist.launching.launch import EXTENSIONS, extensions_dir
-from codist.owner import proc_stat
 from codist.rank_env import rank_env
 from codist.launching.warm_client import WarmRun, WarmUnavailable, server_key
-from codist.launching.warm_server import UntrustedPath, open_private, private_dir, send_message
+from codist.launching.warm_server import send_message
+from codist.owner import UntrustedPath, open_private, private_dir, proc_stat
 
 PROBE_USER = "codist-probe"
 SECRET = "s3cret-token-of-the-victim"

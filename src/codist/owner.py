@@ -3,10 +3,16 @@ owner has gone (kill -9 of `codist run`, a closed terminal) stops as on SIGTERM:
 exit 3. This holds for every launcher, including those that neither forward signals nor die
 with their parent (the DeepSpeed launcher). A process is named by its pid and start time, so a
 reused pid is not mistaken for the owner. `proc_stat` is the one reader of /proc/<pid>/stat (the
-warm client's checks of its server's run and the supervisor's wait for a tree use it too)."""
+warm client's checks of its server's run and the supervisor's wait for a tree use it too).
+
+Who owns a path: `private_dir` trusts a folder only if this user made it, or owns it with no
+permission for anyone else (another user may have made it first in a shared temp directory: the
+warm server's folder, a node's data staging folder); `open_private` opens a file in one without
+following a link."""
 from __future__ import annotations
 
 import os
+import stat
 import time
 from pathlib import Path
 
@@ -54,3 +60,34 @@ def owner_gone() -> bool:
     if not pid.isdigit() or not ticks.isdigit():
         return False
     return start_ticks(pid) != int(ticks)
+
+
+class UntrustedPath(RuntimeError):
+    """A folder, or a file in it, that is not this user's private one (one line: why)."""
+
+
+def private_dir(path: Path) -> Path:
+    """`path` as a folder only this user can use: created with mode 0700, or, if it exists, a real
+    directory (not a symbolic link) owned by this user with no permission for group or others;
+    otherwise UntrustedPath. (Another user may have made it first in a shared temp directory.)"""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        raise UntrustedPath(f"{path}: cannot create this user's private folder: {e.strerror}") from None
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a directory"
+        raise UntrustedPath(f"{path} is {what}; expected this user's own folder (mode 0700)")
+    if st.st_uid != os.geteuid():
+        raise UntrustedPath(f"{path} belongs to uid {st.st_uid}, not to this user (uid {os.geteuid()})")
+    if st.st_mode & 0o077:
+        raise UntrustedPath(f"{path} has mode {stat.S_IMODE(st.st_mode):04o}; expected 0700 (other users "
+                            f"could replace what is in it)")
+    return path
+
+
+def open_private(path: Path, flags: int) -> int:
+    """os.open for a file of this user's private folder: never through a symbolic link, created 0600."""
+    return os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)

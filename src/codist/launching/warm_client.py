@@ -5,7 +5,7 @@ The socket is keyed by everything the server's imports depend on (`warm_server.s
 the interpreter, the codist sources and the CODIST_PLUGINS modules' files, the environment read
 at import time). Runs with the same key share one server; a stale one idles out (codist.launching.warm_server).
 
-Trust: the socket's folder must be this user's own, mode 0700 (`warm_server.private_dir`); the
+Trust: the socket's folder must be this user's own, mode 0700 (`owner.private_dir`); the
 process listening on the socket must run as this user (SO_PEERCRED), checked before the request
 (environment, output) is sent. The run's pid is signalled only while it is the server's child
 leading its own session, with the start time seen when the run began. A server that cannot be
@@ -26,8 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..owner import proc_stat
-from .warm_server import (MessageReader, UntrustedPath, open_private, peer_credentials, private_dir, send_message,
+from ..owner import UntrustedPath, open_private, private_dir, proc_stat
+from .warm_server import (MessageReader, peer_credentials, send_message,
                           server_key)
 
 CONNECT_TIMEOUT_S = 120.0   # a new server listens within a second; the budget is for a loaded machine

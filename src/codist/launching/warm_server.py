@@ -17,8 +17,8 @@ One server per socket, i.e. per key (`server_key`), guaranteed by an exclusive l
 held for the server's life. It exits after `idle_s` with no run alive; SIGTERM/SIGINT stop it
 accepting and it exits once its runs have ended.
 
-Trust: the socket lies in a folder of this user's, mode 0700 (`private_dir`, checked by both ends);
-the lock and log files are opened without following links. A caller whose credentials
+Trust: the socket lies in a folder of this user's, mode 0700 (`owner.private_dir`, checked by both
+ends); the lock and log files are opened without following links. A caller whose credentials
 (SO_PEERCRED) name another user is refused at accept, whatever the folder's mode; a request runs
 only with the import-time environment of this server's key. Requests are read without blocking
 (one idle connection delays nobody, and is dropped after REQUEST_TIMEOUT_S). The supervisor, not
@@ -41,7 +41,6 @@ import os
 import select
 import signal
 import socket
-import stat
 import struct
 import sys
 import time
@@ -49,6 +48,7 @@ import traceback
 from pathlib import Path
 
 from ..exits import from_wait_status
+from ..owner import UntrustedPath, open_private, private_dir
 from . import fork
 
 HEADER = struct.Struct("!I")   # length of the JSON message that follows
@@ -105,37 +105,6 @@ def peer_credentials(sock: socket.socket) -> tuple[int, int, int]:
     """(pid, uid, gid) of the process at the other end of a Unix socket, from the kernel: the
     client for the server, the process that listened (the server) for the client."""
     return PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, PEERCRED.size))
-
-
-class UntrustedPath(RuntimeError):
-    """The warm server's folder or a file in it is not this user's private one (one line: why)."""
-
-
-def private_dir(path: Path) -> Path:
-    """`path` as a folder only this user can use: created with mode 0700, or, if it exists, a real
-    directory (not a symbolic link) owned by this user with no permission for group or others;
-    otherwise UntrustedPath. (Another user may have made it first in a shared temp directory.)"""
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
-    except OSError as e:
-        raise UntrustedPath(f"{path}: cannot create the warm server's folder: {e.strerror}") from None
-    st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode):
-        what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a directory"
-        raise UntrustedPath(f"{path} is {what}; expected this user's own folder (mode 0700)")
-    if st.st_uid != os.geteuid():
-        raise UntrustedPath(f"{path} belongs to uid {st.st_uid}, not to this user (uid {os.geteuid()})")
-    if st.st_mode & 0o077:
-        raise UntrustedPath(f"{path} has mode {stat.S_IMODE(st.st_mode):04o}; expected 0700 (other users "
-                            f"could replace the server)")
-    return path
-
-
-def open_private(path: Path, flags: int) -> int:
-    """os.open for the server's own files: never through a symbolic link, created 0600."""
-    return os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
 
 
 def send_message(sock: socket.socket, message: dict, fds: list[int] = ()) -> None:

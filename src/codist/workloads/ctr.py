@@ -9,7 +9,8 @@ categorical strings is hashed with CRC-32 (stable across processes and platforms
 Python's salted `hash()`) into buckets 1..hash_buckets-1 of its own table (missing: the
 reserved bucket 0). Without `val_file`, the last `val_fraction` of the lines are held out.
 Nothing is downloaded. A run parses each file once into `workload.cache_dir` (`cached_criteo`:
-numpy files that every rank and later run memory-maps), reporting its progress to the heartbeat.
+numpy files that every rank and later run memory-maps, from a node-local copy in a SLURM job),
+reporting its progress to the heartbeat.
 
 `dataset: embedded` (the default) generates a CTR task from a *known* logistic model
 (`ctr_embedded.generate_embedded`), so the Bayes-optimal log loss of the validation set is known
@@ -72,7 +73,7 @@ from ..runtime.data import eval_batches
 from .base import Metric, Workload
 from .ctr_config import CATEGORICAL_FEATURES, CRITEO_LAYOUT, DENSE_FEATURES, CtrConfig
 from .ctr_embedded import EmbeddedCtrSource, generate_embedded  # noqa: F401 (generate_embedded: ctr.X callers)
-from .prepared import cache_folder
+from .prepared import cache_folder, node_scratch, staged
 
 FIELDS = 1 + DENSE_FEATURES + CATEGORICAL_FEATURES      # 40 fields per Criteo line
 INPUT_WIDTH = DENSE_FEATURES + CATEGORICAL_FEATURES     # 39 values per packed input row
@@ -213,15 +214,18 @@ def _parse_criteo(path: Path, hash_buckets: int, inputs: np.ndarray, labels: np.
         raise CriteoFormatError(f"{path}: counted {n} lines but read {filled}; was the file modified while reading?")
 
 
-def cached_criteo(path: str | Path, hash_buckets: int, max_lines: int | None,
-                  cache_dir: Path) -> tuple[torch.Tensor, torch.Tensor]:
+def cached_criteo(path: str | Path, hash_buckets: int, max_lines: int | None, cache_dir: Path,
+                  scratch: Path | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """read_criteo's tensors, parsed once into `cache_dir` (two .npy files named by a hash of the
     file's name, size and modification time, hash_buckets, max_lines and CRITEO_CACHE_VERSION) and
     memory-mapped by every rank and later run: parsing is ~16 us a line in Python (12 minutes or
     more for the 45.8M lines of train.txt), and mapped pages are shared by the ranks of a node
     instead of each holding 7 GB. Ranks that start together take turns through a lock file; the
     first parses straight into the cache file, the others wait for it (the parsing rank's
-    heartbeat keeps the run alive). Copy-on-write maps: the tensors are writable, the file is never
+    heartbeat keeps the run alive). With node-local `scratch` (`prepared.node_scratch`: a SLURM job's
+    $SLURM_TMPDIR, say) the two files are copied there once per node and the copies are mapped
+    (`prepared.staged`): a cluster's cache folder is often on a shared file system, whose every page
+    fault would cross the network. Copy-on-write maps: the tensors are writable, the file is never
     written."""
     path = Path(path)
     if not path.is_file():
@@ -245,6 +249,7 @@ def cached_criteo(path: str | Path, hash_buckets: int, max_lines: int | None,
             finally:
                 for p in tmp:
                     p.unlink(missing_ok=True)
+    x_path, y_path = staged([x_path, y_path], scratch)
     try:
         x, y = np.load(x_path, mmap_mode="c"), np.load(y_path, mmap_mode="c")
     except (OSError, ValueError) as e:
@@ -265,7 +270,7 @@ def criteo_splits(cfg: CtrConfig) -> tuple[TensorDataset, TensorDataset]:
     def read(name: str, max_lines: int | None):
         if cache is None:
             return read_criteo(root / name, cfg.hash_buckets, max_lines)
-        return cached_criteo(root / name, cfg.hash_buckets, max_lines, cache)
+        return cached_criteo(root / name, cfg.hash_buckets, max_lines, cache, node_scratch())
     x, y = read(cfg.train_file, cfg.max_lines)
     if cfg.val_file is not None:
         vx, vy = read(cfg.val_file, None)
