@@ -107,7 +107,7 @@ def _powersgd_over_buckets(rank, out):
     from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from codist.algorithms.ddp_baselines import bucket_layout, rebuilt_buckets
+    from codist.algorithms.updates import bucket_layout, rebuilt_buckets
     torch.set_num_threads(1)
     options = dist.ProcessGroupGloo._Options()
     options._threads, options._devices = 3, [dist.ProcessGroupGloo.create_default_device()]

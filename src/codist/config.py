@@ -49,6 +49,21 @@ class ParallelConfig(_Section):
     """World = models x ranks_per_model. `world_size` is the number of processes."""
     world_size: StrictInt = Field(1, ge=1)
     models: StrictInt = Field(1, ge=1, description="independent models (n); each gets world_size/models ranks")
+    grad_reduction: Literal["engine", "ddp"] = Field(
+        "engine", description="how a model group of several ranks all-reduces its gradients: engine = "
+        "DeepSpeed's ZeRO-0 engine, after backward ends; ddp = torch DDP, in buckets whose all-reduces start "
+        "during backward (overlapping it), through a Python comm hook the meter counts "
+        "(codist.algorithms.updates.OverlapUpdate); a group of one rank reduces nothing, and the DDP "
+        "baselines (powersgd, post_local_sgd) reduce through DDP either way")
+    ddp_bucket_mb: float | None = Field(None, gt=0, description="grad_reduction: ddp: DDP's bucket size in "
+                                        "MiB (None: DDP's default, 25, with a first bucket of 1)")
+
+    @model_validator(mode="after")
+    def _bucket_with_ddp(self):
+        if self.ddp_bucket_mb is not None and self.grad_reduction != "ddp":
+            raise ValueError(f"parallel.ddp_bucket_mb={self.ddp_bucket_mb} with parallel.grad_reduction="
+                             f"{self.grad_reduction}: the bucket size is DDP's; allowed: grad_reduction: ddp")
+        return self
 
     @property
     def ranks_per_model(self) -> int:
@@ -467,7 +482,8 @@ NOT_IN_RUN_ID = ("name", "source", "launch", "train.save_model", "train.checkpoi
 #: keys added after run ids were published, hashed only when they differ from this value, so every
 #: run configured before them keeps its id (a bf16 run gets a new one)
 IN_RUN_ID_UNLESS = {"train.precision": "fp32", "train.tf32": True, "train.eval_size": 0,
-                    "train.deterministic": False, "workload.lstm": "fused", "workload.downsample": 1}
+                    "train.deterministic": False, "workload.lstm": "fused", "workload.downsample": 1,
+                    "parallel.grad_reduction": "engine", "parallel.ddp_bucket_mb": None}
 
 
 #: keys added after run config files were first written by the workflow, written into a run's
@@ -475,7 +491,7 @@ IN_RUN_ID_UNLESS = {"train.precision": "fp32", "train.tf32": True, "train.eval_s
 #: (workflows/train.smk): a new key with a default would change every run's text, and Snakemake
 #: would train every finished run again. A key added from now on goes here (and, if it changes
 #: results, in IN_RUN_ID_UNLESS too); tests/test_config_text.py holds every planned run's text fixed.
-TEXT_UNLESS: dict[str, Any] = {}
+TEXT_UNLESS: dict[str, Any] = {"parallel.grad_reduction": "engine", "parallel.ddp_bucket_mb": None}
 
 
 def _pop_at(d: dict, key: str, unless: dict[str, Any] | None = None) -> None:

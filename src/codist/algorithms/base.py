@@ -3,8 +3,9 @@
 Every algorithm trains one model per data-parallel group; what differs is the loss, what
 happens around each update, and which models are evaluated. Subclasses override the hooks
 `before_step`, `loss`, `after_step` and `extra_eval_models`, and, to update through torch DDP
-with a comm hook instead of a DeepSpeed engine, `build_update` (see `updates`). An algorithm
-is registered with its config class and capabilities in `registry`.
+with a comm hook of its own instead of a DeepSpeed engine, `build_update` (see `updates`; any
+algorithm's model group of several ranks reduces through DDP with `parallel.grad_reduction: ddp`).
+An algorithm is registered with its config class and capabilities in `registry`.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from ..runtime.precision import autocast
 from ..workloads.base import Workload
 from .registry import spec
 from .state import norm_statistics
-from .updates import DDPUpdate, EngineUpdate, LocalUpdate
+from .updates import DDPUpdate, EngineUpdate, LocalUpdate, OverlapUpdate
 
 
 def _with_extra_state(model: nn.Module):
@@ -61,10 +62,13 @@ class Algorithm:
         self.model, self.optimizer, self.scheduler = self.update.model, self.update.optimizer, self.update.scheduler
 
     def build_update(self, model: nn.Module):
-        """The update mechanics (`updates`): a DeepSpeed engine over this model's group; a group of
-        one rank, with nothing to all-reduce, steps its optimizer itself (same numbers, no engine)."""
+        """The update mechanics (`updates`): a DeepSpeed engine over this model's group, or torch DDP
+        overlapping its all-reduces with backward (`parallel.grad_reduction: ddp`); a group of one
+        rank, with nothing to all-reduce, steps its optimizer itself (same numbers, no engine)."""
         if self.topo.ranks_per_model == 1:
             return LocalUpdate(self.cfg, model)
+        if self.cfg.parallel.grad_reduction == "ddp":
+            return OverlapUpdate(self.cfg, self.topo, model)
         return EngineUpdate(self.cfg, self.topo, model)
 
     def model_seed(self) -> int:
@@ -126,9 +130,9 @@ class Algorithm:
         """Average the BatchNorm running statistics over this model's group (counters kept). The
         engine all-reduces gradients, not buffers, so each rank's statistics follow its own batches
         and drift apart; before the model's state leaves the group (an exchange, a saved model) the
-        group agrees on the mean. DDP broadcasts its first rank's buffers before every forward
-        itself; a group of one rank has nothing to agree on."""
-        if self.topo.ranks_per_model == 1 or isinstance(self.update, DDPUpdate):
+        group agrees on the mean (`parallel.grad_reduction: ddp` too). The DDP baselines' DDP broadcasts
+        its first rank's buffers before every forward itself; a group of one rank has nothing to agree on."""
+        if self.topo.ranks_per_model == 1 or getattr(self.update, "broadcasts_buffers", False):
             return
         stats = norm_statistics(self.model)
         if stats:
@@ -159,6 +163,8 @@ class Algorithm:
                  "scheduler": self.scheduler.state_dict()}
         if self.update.scaler is not None:   # fp16: the loss scale and its growth counter
             state["grad_scaler"] = self.update.scaler.state_dict()
+        if isinstance(self.update, DDPUpdate):   # its bucket layout, for a resumed run's DDP
+            state["ddp_buckets"] = self.update.buckets()
         return state
 
     def rank_checkpoint_state(self) -> dict:
@@ -193,6 +199,8 @@ class Algorithm:
         self.scheduler.load_state_dict(state["scheduler"])
         if self.update.scaler is not None:
             self.update.scaler.load_state_dict(state["grad_scaler"])
+        if isinstance(self.update, DDPUpdate) and state["ddp_buckets"]:
+            self.update.restore_buckets(state["ddp_buckets"])
 
     # ------------------------------------------------------------ evaluation
     def eval_names(self) -> list[str]:

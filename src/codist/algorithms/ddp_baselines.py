@@ -1,10 +1,8 @@
 """Extra baselines from torch.distributed's own toolbox, on torch DDP instead of DeepSpeed
 (`updates.DDPUpdate`): PowerSGD gradient compression and post-local SGD, each through its
-Python comm hook. Their checkpoints carry DDP's bucket layout, which a resumed run restores;
-PowerSGD on gloo reduces the whole model in one bucket (`PowerSGD.ddp_options`)."""
+Python comm hook. Their checkpoints carry DDP's bucket layout, which a resumed run restores
+(`updates.DDPUpdate.buckets`); PowerSGD on gloo reduces the whole model in one bucket (`PowerSGD.ddp_options`)."""
 from __future__ import annotations
-
-from contextlib import contextmanager
 
 import torch
 import torch.distributed as dist
@@ -29,71 +27,8 @@ class DDPAlgorithm(Algorithm):
         return {}
 
     def build_update(self, model):
-        self.ddp_hook = self.comm_hook()
-        self.ddp_layout = []   # the layout handed to a resumed run's DDP: in effect until DDP's own rebuild
-        return DDPUpdate(self.cfg, model, self.ddp_group(), *self.ddp_hook, **self.ddp_options(model))
-
-    # DDP reduces its first update in one bucket in parameter order, then rebuilds its buckets once,
-    # in the order the gradients became ready, and keeps that layout. A resumed process's DDP would
-    # start again from the first layout: PowerSGD's memories (P, Q, the residuals) are laid out by
-    # bucket, so its first update after a restart differed (one bucket) or failed on their sizes
-    # (several). Re-keying the memories by parameter would not make it exact (Q's random start and
-    # the all-reduces follow the bucket's order too), so the checkpoint keeps the rebuilt layout, as
-    # DDP's own logging data records it, and a resumed run's DDP starts with it: every update then
-    # runs on the uninterrupted run's layout, and DDP's own rebuild after the first finds the same
-    # order. torch has no call that sets a layout on a built DDP, so the DDP is built again.
-    def checkpoint_state(self) -> dict:
-        # a resumed DDP runs on the given layout until its own rebuild (which finds the same order)
-        layout = rebuilt_buckets(self.update.forward_module) or self.ddp_layout
-        return {**super().checkpoint_state(), "ddp_buckets": layout}
-
-    def load_checkpoint_state(self, state: dict) -> None:
-        super().load_checkpoint_state(state)
-        if state["ddp_buckets"]:
-            self._rebuild_ddp(state["ddp_buckets"])
-
-    def _rebuild_ddp(self, buckets: list[list[int]]) -> None:
-        from torch.nn.parallel import DistributedDataParallel
-        self.update.forward_module.reducer._remove_autograd_hooks()   # the old DDP reduces nothing more
-        with bucket_layout(buckets):
-            # init_sync off: the checkpoint has just set every rank's parameters (post-local SGD's
-            # differ between groups of its world-wide DDP; a broadcast would overwrite them)
-            ddp = DistributedDataParallel(self.model, process_group=self.ddp_group(), init_sync=False,
-                                          **self.ddp_options(self.model))
-        ddp.register_comm_hook(*self.ddp_hook)
-        self.update.forward_module, self.ddp_layout = ddp, buckets
-
-
-def rebuilt_buckets(ddp) -> list[list[int]]:
-    """The parameter indices of each bucket of `ddp` as it rebuilt them, in reduction order, from
-    its logging data ("5 4 3 2, 0 1"); none before its rebuild. DDP logs in a forward just before it
-    rebuilds (update 2's), so after update 2 the log is refreshed first. Checkpointed at update 1
-    (DDP rebuilds before the next forward), a resumed run's update 2 runs on the first layout: a
-    plain all-reduce still, since torch asks start_powerSGD_iter > 1."""
-    data = ddp._get_ddp_logging_data()
-    if ddp._has_rebuilt_buckets and not data.get("has_rebuilt_buckets"):
-        ddp.logger.set_runtime_stats_and_log()
-        data = ddp._get_ddp_logging_data()
-    if not data.get("has_rebuilt_buckets"):
-        return []
-    return [[int(i) for i in bucket.split()] for bucket in data["rebuilt_per_bucket_param_indices"].split(",")]
-
-
-@contextmanager
-def bucket_layout(buckets: list[list[int]]):
-    """DDP built within starts with `buckets` (lists of parameter indices, in reduction order): its
-    constructor asks `dist._compute_bucket_assignment_by_size` for its first layout and hands the
-    reducer that list reversed, so the saved one is given reversed. The size limits only label
-    the buckets (the layout is given); the rebuild keeps its own."""
-    assign = dist._compute_bucket_assignment_by_size
-
-    def saved(tensors, limits, *rest):
-        return [list(b) for b in reversed(buckets)], [limits[-1]] * len(buckets)
-    dist._compute_bucket_assignment_by_size = saved
-    try:
-        yield
-    finally:
-        dist._compute_bucket_assignment_by_size = assign
+        # its bucket layout is checkpointed and restored by Algorithm's checkpoint state (`DDPUpdate.buckets`)
+        return DDPUpdate(self.cfg, model, self.ddp_group(), *self.comm_hook(), **self.ddp_options(model))
 
 
 class PowerSGD(DDPAlgorithm):

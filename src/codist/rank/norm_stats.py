@@ -3,7 +3,8 @@
 A model trained by several ranks has one set of weights but, in BatchNorm's running mean and
 variance, each rank's own statistics: they follow the rank's own batches. The saved model
 (`rank.train.finish`) holds the group's: `Algorithm.sync_norm_statistics` (the group's mean on a
-DeepSpeed engine group; nothing on a DDP group, whose first rank's copy is the one written), then
+DeepSpeed engine group or `parallel.grad_reduction: ddp`'s; nothing on a DDP baseline's group, whose
+first rank's copy is the one written), then
 the group's first rank writes the file. `as_saved` makes every rank of the group evaluate exactly
 those statistics, through the same `sync_norm_statistics` and then the first rank's copy, and gives
 each rank its own back afterwards, so training goes on as if nobody had looked. A model of one rank,
@@ -22,7 +23,7 @@ from ..algorithms.state import norm_statistics
 def saved_statistics(algo, category: str) -> None:
     """Set this rank's norm statistics to what its model's saved file holds: the save path's
     `sync_norm_statistics`, then the group's first rank's copy (a broadcast: after the engine's mean it
-    changes nothing; a DDP group's ranks each keep their own, and its first rank's is written)."""
+    changes nothing; a DDP baseline's ranks each keep their own, and its first rank's is written)."""
     topo = algo.topo
     stats = norm_statistics(algo.model)
     if topo.ranks_per_model == 1 or not stats:
