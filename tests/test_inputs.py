@@ -271,3 +271,28 @@ def test_codist_check_fails_on_a_missing_data_dir(tmp_path, capsys):
     assert cli.main(["check", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"codist: workload.data_dir: '{missing}' does not exist") and err.count("\n") == 1
+
+
+def test_tokenizer_model_must_be_a_file_not_a_folder(tmp_path):
+    """The SentencePiece model is a file: a present one passes, a folder of that name is refused
+    (kills make mutation's survivor that checked it as a folder, issue 52)."""
+    (tmp_path / "train.txt").write_text("some text\n")
+    model = tmp_path / "spm.model"
+    model.write_bytes(b"\x0a\x00")
+    lm = {"name": "lm", "dataset": "text", "data_dir": str(tmp_path), "tokenizer_model": str(model)}
+    assert check_inputs(_cfg(lm)) is None
+    folder = tmp_path / "spm_dir.model"
+    folder.mkdir()
+    with pytest.raises(ConfigError, match=rf"workload.tokenizer_model: '{folder}' is not a file; "
+                                          "expected a SentencePiece .model file"):
+        check_inputs(_cfg({**lm, "tokenizer_model": str(folder)}))
+
+
+def test_a_set_as_large_as_the_ranks_allows_a_batch_of_one(tmp_path):
+    """At the boundary, a training set of exactly as many samples as a model's ranks, the allowed
+    batch is one sample a rank, not fewer ranks (kills make mutation's `part > ranks` survivor)."""
+    cfg = _cfg({"name": "cifar", "dataset": "embedded", "train_size": 4})
+    cfg = config.validate({**config.to_dict(cfg), "parallel": {"world_size": 4},
+                           "train": {**config.to_dict(cfg)["train"], "batch_per_rank": 2}}, "test")
+    with pytest.raises(ConfigError, match=r"allowed: train.batch_per_rank <= 1$"):
+        check_inputs(cfg)
