@@ -620,6 +620,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.combine:
         df = pd.concat([pd.read_csv(f) for f in args.combine], ignore_index=True)
+        df["n"] = df["n"].astype("Int64")   # seed counts: a column with blanks reads as float ("3.0 seeds")
         heading = f"Claims of all papers ({args.scale} scale)"
     else:
         if not (args.paper and args.figures):
