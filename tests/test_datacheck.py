@@ -38,12 +38,16 @@ def test_cifar(tmp_path):
     assert len(problems) == 1 and "cifar-100-python/train" in problems[0]
 
 
-def imagefolder(root):
+def png(path):
     from PIL import Image
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (8, 8), (10, 20, 30)).save(path)
+
+
+def imagefolder(root):
     for split in ("train", "val"):
         for c in ("n01440764", "n01443537"):
-            (root / split / c).mkdir(parents=True)
-            Image.new("RGB", (8, 8), (10, 20, 30)).save(root / split / c / "a.png")
+            png(root / split / c / "a.png")
 
 
 def test_imagefolder(tmp_path):
@@ -136,3 +140,67 @@ def test_cli(tmp_path, capsys):
     config = tmp_path / "run.yaml"
     config.write_text(f"workload: {{name: cifar, dataset: cifar10, data_dir: {tmp_path}}}\n")
     assert cli.main(["data", "check", "--config", str(config)]) == 0
+
+
+# ---------------------------------------------------------------- what make mutation found unpinned (issue 52)
+
+def test_five_unreadable_images_are_named_and_a_sixth_is_counted(tmp_path):
+    imagefolder(tmp_path)
+    for i in range(5):
+        (tmp_path / "train" / "n01443537" / f"bad{i}.png").write_bytes(b"not a png")
+    problems, _ = datacheck.check("imagenet", tmp_path)
+    assert [p.split(":")[0] for p in problems] == [str(tmp_path / "train" / "n01443537" / f"bad{i}.png")
+                                                   for i in range(5)]
+    (tmp_path / "train" / "n01443537" / "bad5.png").write_bytes(b"not a png")
+    problems, _ = datacheck.check("imagenet", tmp_path)
+    assert len(problems) == 6 and all("unreadable image" in p for p in problems[:5])
+    assert problems[5].startswith(f"{tmp_path / 'train'}: 1 more unreadable images; expected <data_dir>/train/")
+
+
+def test_the_first_image_is_decoded_a_truncated_jpeg_whose_header_is_whole(tmp_path):
+    """Every image's header is read, the first image's pixels too: the first by name of the first class
+    folder, as ImageFolder reads it."""
+    from PIL import Image
+    imagefolder(tmp_path)
+    first = tmp_path / "train" / "n01440764" / "0.jpg"
+    noise = np.random.default_rng(0).integers(0, 256, (64, 64, 3), dtype=np.uint8)
+    Image.fromarray(noise).save(first, quality=95)
+    first.write_bytes(first.read_bytes()[:len(first.read_bytes()) // 2])
+    assert datacheck.image_header_problem(first) is None   # the header alone does not show it
+    problems, notes = datacheck.check("imagenet", tmp_path)
+    assert len(problems) == 1
+    assert problems[0].startswith(f"{first}: unreadable image (OSError: image file is truncated")
+    assert notes[0] == "train/: 2 classes, 3 images"
+
+
+def test_files_that_are_not_images_are_left_out_as_imagefolder_leaves_them(tmp_path):
+    imagefolder(tmp_path)
+    (tmp_path / "train" / "n01440764" / "labels.txt").write_text("n01440764 tench\n")
+    (tmp_path / "val" / "n01440764" / "b.png").mkdir()    # a folder named like an image
+    problems, notes = datacheck.check("imagenet", tmp_path)
+    assert problems == [] and notes[:2] == ["train/: 2 classes, 2 images", "val/: 2 classes, 2 images"]
+
+
+def test_a_missing_train_folder_still_checks_val(tmp_path):
+    png(tmp_path / "val" / "n01440764" / "a.png")
+    (tmp_path / "val" / "n01440764" / "b.png").write_bytes(b"not a png")
+    problems, notes = datacheck.check("imagenet", tmp_path)
+    assert [p.split(":")[0] for p in problems] == [str(tmp_path / "train"),
+                                                   str(tmp_path / "val" / "n01440764" / "b.png")]
+    assert problems[0].startswith(f"{tmp_path / 'train'}: missing; expected <data_dir>/train/<class>/<image>")
+    assert notes == ["val/: 1 classes, 2 images"]
+
+
+def test_each_finding_names_its_first_example_by_name(tmp_path):
+    """Loose files, empty class folders and class folders only one split has: how many, and the first by name."""
+    imagefolder(tmp_path)
+    for c in ("n09999999", "n09999998"):
+        (tmp_path / "train" / c).mkdir()
+    for name in ("ILSVRC2012_val_00000002.JPEG", "ILSVRC2012_val_00000001.JPEG"):
+        (tmp_path / "val" / name).write_bytes(b"x")
+    problems, _ = datacheck.check("imagenet", tmp_path)
+    assert len(problems) == 3
+    assert "2 class folder(s) without images" in problems[0]
+    assert f"e.g. {tmp_path / 'train' / 'n09999998'};" in problems[0]
+    assert "2 files directly in val/ (e.g. ILSVRC2012_val_00000001.JPEG)" in problems[1]
+    assert "train/ and val/ hold different class folders (2 differ, e.g. n09999998)" in problems[2]

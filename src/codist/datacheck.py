@@ -90,13 +90,14 @@ def check_imagefolder(root: Path, **_) -> tuple[list[str], list[str]]:
         if not d.is_dir():
             problems.append(f"{d}: missing; expected {IMAGEFOLDER_LAYOUT}")
             continue
-        loose = [p.name for p in d.iterdir() if p.is_file()]
+        loose = sorted(p.name for p in d.iterdir() if p.is_file())
         if loose:   # e.g. ILSVRC2012 val images not yet sorted into class folders
             problems.append(f"{d}: {len(loose):,} files directly in {split}/ (e.g. {loose[0]}), not in class "
                             f"folders; expected {IMAGEFOLDER_LAYOUT}")
         counts, first, bad = {}, None, []
         for c in sorted(p for p in d.iterdir() if p.is_dir()):
-            images = [p for p in c.iterdir() if p.is_file() and p.name.lower().endswith(IMG_EXTENSIONS)]
+            # sorted, as ImageFolder reads them: `first` is the first image a run decodes
+            images = sorted(p for p in c.iterdir() if p.is_file() and p.name.lower().endswith(IMG_EXTENSIONS))
             counts[c.name] = len(images)
             first = first or (images[0] if images else None)
             bad += [(p, why) for p in images if (why := image_header_problem(p))]
