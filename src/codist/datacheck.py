@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 from .workloads.cifar_config import CIFAR_CLASSES, CIFAR_LAYOUT, layout_text
-from .workloads.ctr_config import CRITEO_LAYOUT
+from .workloads.ctr_config import CRITEO_LAYOUT, CtrConfig
 from .workloads.imagenet_config import IMAGEFOLDER_LAYOUT
 from .workloads.lm_config import TEXT_LAYOUT
 from .workloads.translation_config import FAIRSEQ_LAYOUT
@@ -147,7 +147,8 @@ def check_text(root: Path, tokenizer_model: str | None = None, **_) -> tuple[lis
 
 
 def check_criteo(root: Path, train_file: str = "train.txt", val_file: str | None = None,
-                 hash_buckets: int = 2 ** 18, **_) -> tuple[list[str], list[str]]:
+                 hash_buckets: int = CtrConfig.model_fields["hash_buckets"].default,   # the workload's own
+                 **_) -> tuple[list[str], list[str]]:
     from .workloads.ctr import read_criteo
     problems = _folder(root, CRITEO_LAYOUT)
     if problems:
@@ -164,7 +165,8 @@ def check_criteo(root: Path, train_file: str = "train.txt", val_file: str | None
             head.flush()
             try:
                 _, labels = read_criteo(head.name, hash_buckets)
-                notes.append(f"{path}: first {len(labels):,} lines parse, click rate {float(labels.float().mean()):.3f}")
+                notes.append(f"{path}: first {len(labels):,} lines parse, click rate "
+                             f"{float(labels.float().mean()):.3f}")
             except ValueError as e:
                 problems.append(str(e).replace(head.name, str(path)))
     return problems, notes
