@@ -8,8 +8,11 @@ import pickle
 
 import numpy as np
 import pytest
+import yaml
+from conftest import TINY
 
 from codist import cli, datacheck
+from codist.workloads.lm_config import TEXT_LAYOUT
 
 
 def cifar_tree(root, n=4):
@@ -144,6 +147,15 @@ def test_cli(tmp_path, capsys):
 
 # ---------------------------------------------------------------- what make mutation found unpinned (issue 52)
 
+def test_cifar_counts_only_the_images_of_readable_batches(tmp_path):
+    folder = cifar_tree(tmp_path)
+    (folder / "data_batch_2").write_bytes(b"")
+    (folder / "test_batch").write_bytes(b"not a pickle")
+    problems, notes = datacheck.check("cifar", tmp_path)
+    assert len(problems) == 2
+    assert notes == [f"cifar10: 16 training and 0 test images in {folder}"]   # 4 readable batches of 4
+
+
 def test_five_unreadable_images_are_named_and_a_sixth_is_counted(tmp_path):
     imagefolder(tmp_path)
     for i in range(5):
@@ -204,3 +216,111 @@ def test_each_finding_names_its_first_example_by_name(tmp_path):
     assert f"e.g. {tmp_path / 'train' / 'n09999998'};" in problems[0]
     assert "2 files directly in val/ (e.g. ILSVRC2012_val_00000001.JPEG)" in problems[1]
     assert "train/ and val/ hold different class folders (2 differ, e.g. n09999998)" in problems[2]
+
+
+def test_text_reads_the_first_shard_and_sums_every_shard_in_decimal_gb(tmp_path):
+    (tmp_path / "a.txt").write_text("")
+    (tmp_path / "b.txt").write_text("one paragraph\n")
+    problems, notes = datacheck.check("lm", tmp_path)
+    assert problems == [f"{tmp_path / 'a.txt'}: no paragraph in the first shard; expected {TEXT_LAYOUT}"]
+    (tmp_path / "a.txt").write_text("one paragraph\n")
+    # exact decimal GB: 0.125 GB prints 0.12 and 0.375 GB 0.38 (a tie rounds to even); sparse, nothing written
+    for total, shown in ((125_000_000, "0.12"), (375_000_000, "0.38")):
+        with (tmp_path / "b.txt").open("r+b") as f:
+            f.truncate(total - len("one paragraph\n"))
+        problems, notes = datacheck.check("lm", tmp_path)
+        assert problems == [] and notes == [f"2 shards, {shown} GB (first: {tmp_path / 'a.txt'})"]
+
+
+def test_a_missing_tokenizer_model_is_named_and_a_present_one_is_not(tmp_path):
+    (tmp_path / "text").mkdir()
+    (tmp_path / "text" / "a.txt").write_text("one paragraph\n")
+    model = tmp_path / "spm.model"
+    problems, _ = datacheck.check("lm", tmp_path / "text", tokenizer_model=str(model))
+    assert problems == [f"{model}: the SentencePiece model (workload.tokenizer_model) does not exist"]
+    model.write_bytes(b"a model")
+    assert datacheck.check("lm", tmp_path / "text", tokenizer_model=str(model))[0] == []
+
+
+def test_criteo_reads_the_first_1000_lines(tmp_path):
+    """A sample: a damaged line 1001 is not seen (a run's reader finds it)."""
+    (tmp_path / "train.txt").write_text(criteo_line("1") + criteo_line() * 999 + "damaged\n")
+    problems, notes = datacheck.check("ctr", tmp_path)
+    assert problems == [] and notes == [f"{tmp_path / 'train.txt'}: first 1,000 lines parse, click rate 0.001"]
+
+
+def test_a_missing_criteo_train_file_still_checks_the_validation_file(tmp_path):
+    (tmp_path / "valid.txt").write_text(criteo_line("1") + criteo_line())
+    problems, notes = datacheck.check("ctr", tmp_path, val_file="valid.txt")
+    assert len(problems) == 1 and problems[0].startswith(f"{tmp_path / 'train.txt'}: does not exist")
+    assert notes == [f"{tmp_path / 'valid.txt'}: first 2 lines parse, click rate 0.500"]
+
+
+def test_a_damaged_fairseq_dictionary_is_one_line(fairseq_dir, tmp_path):
+    import shutil
+    broken = tmp_path / "bin"
+    shutil.copytree(fairseq_dir, broken)
+    (broken / "dict.de.txt").write_text("das\n")   # no count
+    problems, notes = datacheck.check("translation", broken, source_lang="de", target_lang="en")
+    assert len(problems) == 1 and problems[0].startswith(f"{broken / 'dict.de.txt'}: not a fairseq dictionary")
+    assert len(notes) == 1 and notes[0].startswith("dict.en.txt: ")   # the other dictionary read, no data
+
+
+def test_fairseq_sides_of_different_lengths_are_named(fairseq_dir, tmp_path):
+    """train's target side replaced by valid's (2 sentences, the same dictionary): 3 source, 2 target."""
+    import shutil
+    broken = tmp_path / "bin"
+    shutil.copytree(fairseq_dir, broken)
+    for ext in ("bin", "idx"):
+        shutil.copy(fairseq_dir / f"valid.de-en.en.{ext}", broken / f"train.de-en.en.{ext}")
+    problems, _ = datacheck.check("translation", broken, source_lang="de", target_lang="en")
+    assert len(problems) == 1
+    assert problems[0].startswith(f"{broken / 'train.de-en'}.{{de,en}}: 3 source but 2 target sentences; expected ")
+
+
+def test_an_unknown_workload_is_a_value_error_naming_it(tmp_path):
+    with pytest.raises(ValueError, match="^workload 'nope' is not registered"):
+        datacheck.check("nope", tmp_path)
+
+
+def test_cli_prints_the_notes_and_refuses_an_incomplete_command(tmp_path, capsys):
+    cifar_tree(tmp_path)
+    assert cli.main(["data", "check", "cifar", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"  cifar10: 20 training and 4 test images in {tmp_path / 'cifar-10-batches-py'}\n" in out
+    for argv in (["data"], ["data", "check", "cifar"], ["data", "prepare"]):   # usage errors: exit 2
+        with pytest.raises(SystemExit) as e:
+            cli.main(argv)
+        assert e.value.code == 2, argv
+    err = capsys.readouterr().err
+    assert "give WORKLOAD DATA_DIR or --config CONFIG" in err
+    assert "the following arguments are required: --config" in err
+
+
+def test_cli_config_of_a_workload_without_a_data_folder_is_ok(tmp_path, capsys):
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(TINY))
+    assert cli.main(["data", "check", "--config", str(path)]) == 0
+    assert capsys.readouterr().out == f"codist data check: {path}: workload.dataset 'embedded' reads no data folder\n"
+
+
+def test_prepare_exit_codes_bad_config_2_nothing_to_prepare_0_prepared_0(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({**TINY, "workload": {"name": "cifar", "dataset": "cifar10", "data_dir": "cifar"}}))
+    assert cli.main(["data", "prepare", "--config", str(bad)]) == 2   # relative data_dir, no data root
+    assert capsys.readouterr().err.startswith("codist data prepare: workload.data_dir='cifar' is relative")
+    cifar = tmp_path / "cifar.yaml"
+    cifar.write_text(yaml.safe_dump(TINY))
+    assert cli.main(["data", "prepare", "--config", str(cifar)]) == 0
+    assert capsys.readouterr().out == f"codist data prepare: {cifar}: nothing to prepare (workload 'cifar')\n"
+    (tmp_path / "text").mkdir()
+    (tmp_path / "text" / "a.txt").write_text("a paragraph of text to tokenise byte by byte\n" * 20)
+    lm = tmp_path / "lm.yaml"
+    lm.write_text(yaml.safe_dump({**TINY, "workload": {
+        "name": "lm", "dataset": "text", "tokenizer": "bytes", "data_dir": str(tmp_path / "text"),
+        "cache_dir": str(tmp_path / "cache"), "seq_len": 8, "val_seq_len": 16, "val_tokens": 100}}))
+    assert cli.main(["data", "prepare", "--config", str(lm)]) == 0
+    out = capsys.readouterr().out
+    # 20 paragraphs of 44 bytes, each with its end-of-paragraph id
+    assert out.startswith(f"lm data in {tmp_path / 'text'}: 900 tokens of 1 shard(s)"), out
+    assert any((tmp_path / "cache").iterdir())
