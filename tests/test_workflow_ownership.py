@@ -117,7 +117,14 @@ def test_two_workflows_on_one_results_root(tmp_path, toy):
     first = start(tmp_path / "a", reps, results, target)
     run = run_dir(results, first)
     wait(lambda: rows_of(run / "metrics.jsonl") >= 2, first)
-    rc, out = finish(start(tmp_path / "b", reps, results, target))
+    # the first's run frozen while the second starts: under load the second's start-up took longer
+    # than the rest of the first's run, which had then finished (rc 0, nothing to refuse)
+    rank0 = json.loads((run / ".ranks" / "rank-0.json").read_text())["pid"]
+    os.kill(rank0, signal.SIGSTOP)
+    try:
+        rc, out = finish(start(tmp_path / "b", reps, results, target))
+    finally:
+        os.kill(rank0, signal.SIGCONT)
     assert rc != 0
     line = f"results root {results} is in use by another snakemake (pid {first.pid} on "
     assert line in out and f"working directory {tmp_path / 'a'})" in out, out
