@@ -620,7 +620,6 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.combine:
         df = pd.concat([pd.read_csv(f) for f in args.combine], ignore_index=True)
-        df["n"] = df["n"].astype("Int64")   # seed counts: a column with blanks reads as float ("3.0 seeds")
         heading = f"Claims of all papers ({args.scale} scale)"
     else:
         if not (args.paper and args.figures):
@@ -632,6 +631,8 @@ def main(argv=None) -> int:
         elif state_file.exists():   # no sequential claim any more: a stale state must not extend a figure
             state_file.unlink()
         heading = f"Claims of {df['paper'].iloc[0] if len(df) else args.paper} ({args.scale} scale)"
+    if len(df):
+        df["n"] = df["n"].astype("Int64")   # seed counts: a column with blanks reads as float ("3.0 seeds")
     atomic_write_text(args.csv, df.to_csv(index=False))
     atomic_write_text(args.markdown, markdown(df, heading))
     print(f"{len(df)} claims: " + ", ".join(f"{k} {v}" for k, v in df["verdict"].map(verdict_kind).value_counts().items()))
