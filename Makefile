@@ -68,8 +68,8 @@ test-slurm: $(STAMP)
 # noise, different, not run in this tier), written to $(RESULTS)/embedded/comparison.md. TARGETS="sun2016/cifar10.csv ..."
 # (relative to $(RESULTS)/embedded/) makes only those. RESULTS=results regenerates the reference.
 # TIER=paper adds the paper-tier figures (--config tier=paper), TIER=decisive the decisive tier's (the pilots
-# and the runs that decide whether a verdict is an artefact of the stand-in), TIER=real the real tier's (the
-# designs on Fashion-MNIST and their pilots), each without the others' (the tiers: analysis/schema.py TIERS). SEEDS=N adds N to every seed list
+# and the runs that decide whether a verdict is an artefact of the stand-in), TIER=real the real tier's (Sodhani's
+# designs on Fashion-MNIST and their pilots), TIER=real-sun Sun's on Fashion-MNIST, each without the others' (the tiers: analysis/schema.py TIERS). SEEDS=N adds N to every seed list
 # (--config seed_offset=N: fresh seeds, new run ids, into results-seeds+N; the claims say so).
 RESULTS ?= $(if $(SEEDS),results-seeds+$(SEEDS),results-local)
 replicate: $(STAMP)
