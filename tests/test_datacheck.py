@@ -324,3 +324,30 @@ def test_prepare_exit_codes_bad_config_2_nothing_to_prepare_0_prepared_0(tmp_pat
     # 20 paragraphs of 44 bytes, each with its end-of-paragraph id
     assert out.startswith(f"lm data in {tmp_path / 'text'}: 900 tokens of 1 shard(s)"), out
     assert any((tmp_path / "cache").iterdir())
+
+
+def test_images_in_nested_folders_are_counted_in_the_order_imagefolder_reads_them(tmp_path):
+    """torchvision's ImageFolder reads every folder below a class folder (sorted by folder, then name):
+    a class whose images all sit one folder down is not empty, and the first image decoded is the one
+    ImageFolder's first sample names."""
+    from torchvision.datasets import ImageFolder
+    for split in ("train", "val"):
+        png(tmp_path / split / "n01440764" / "z.png")
+        png(tmp_path / split / "n01440764" / "a" / "b.png")
+        png(tmp_path / split / "n01443537" / "sub" / "c.png")
+    problems, notes = datacheck.check("imagenet", tmp_path)
+    assert problems == [] and notes[:2] == ["train/: 2 classes, 3 images", "val/: 2 classes, 3 images"]
+    images, loops = datacheck.class_images(tmp_path / "train" / "n01440764", (".png",))
+    assert [str(p) for p in images] == [s for s, _ in ImageFolder(str(tmp_path / "train")).samples][:2]
+    assert images[0].name == "z.png" and loops == []
+
+
+def test_a_folder_link_back_up_is_one_line_not_an_endless_walk(tmp_path):
+    imagefolder(tmp_path)
+    (tmp_path / "train" / "n01440764" / "again").symlink_to(tmp_path / "train" / "n01440764")
+    problems, notes = datacheck.check("imagenet", tmp_path)
+    assert problems == [f"{tmp_path / 'train' / 'n01440764' / 'again'}: a link to a folder already read "
+                        "(ImageFolder reads it again, forever if it points above itself); expected "
+                        "<data_dir>/train/<class>/<image> and <data_dir>/val/<class>/<image> (torchvision "
+                        "ImageFolder; the same class folders in both)"]
+    assert notes[0] == "train/: 2 classes, 2 images"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -77,6 +78,23 @@ def image_header_problem(path: Path) -> str | None:
         return f"{path}: unreadable image ({type(e).__name__}: {e})"
 
 
+def class_images(folder: Path, extensions: tuple[str, ...]) -> tuple[list[Path], list[Path]]:
+    """A class folder's images in the order torchvision's ImageFolder reads them (make_dataset: every
+    folder below it, links followed, sorted by folder, then by name; here only regular files, so that
+    a named pipe is never opened), and the folder links to a folder already walked, which ImageFolder
+    would walk again (forever, where the link points above itself): here each folder is walked once."""
+    walked, seen, loops = [], set(), []
+    for here, dirs, files in os.walk(folder, followlinks=True):
+        if (real := os.path.realpath(here)) in seen:
+            dirs[:] = []
+            loops.append(Path(here))
+            continue
+        seen.add(real)
+        walked.append((here, files))
+    return [Path(here) / f for here, files in sorted(walked) for f in sorted(files)
+            if f.lower().endswith(extensions) and (Path(here) / f).is_file()], loops
+
+
 def check_imagefolder(root: Path, **_) -> tuple[list[str], list[str]]:
     from torchvision.datasets.folder import IMG_EXTENSIONS
 
@@ -96,8 +114,10 @@ def check_imagefolder(root: Path, **_) -> tuple[list[str], list[str]]:
                             f"folders; expected {IMAGEFOLDER_LAYOUT}")
         counts, first, bad = {}, None, []
         for c in sorted(p for p in d.iterdir() if p.is_dir()):
-            # sorted, as ImageFolder reads them: `first` is the first image a run decodes
-            images = sorted(p for p in c.iterdir() if p.is_file() and p.name.lower().endswith(IMG_EXTENSIONS))
+            # in ImageFolder's order, nested folders too: `first` is the first image a run decodes
+            images, loops = class_images(c, IMG_EXTENSIONS)
+            problems += [f"{loop}: a link to a folder already read (ImageFolder reads it again, forever if it "
+                         f"points above itself); expected {IMAGEFOLDER_LAYOUT}" for loop in loops]
             counts[c.name] = len(images)
             first = first or (images[0] if images else None)
             bad += [(p, why) for p in images if (why := image_header_problem(p))]
