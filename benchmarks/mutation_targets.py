@@ -38,11 +38,14 @@ TARGETS: dict[str, dict] = {
                                               "test_sequential.py::test_declaring_looks_after_results_is_a_design_change_to_declare"]},
     # runs -> the per-figure tables (mean over seeds, reached k of n, the headline model's step_to_target)
     "analysis/aggregate.py": {"tests": ["test_analysis.py"]},
-    # the experiments.yaml schema (issue 52, mutant S03): every regime quantity on hand-made tables (test_regime,
-    # seconds, first), the claims and their YAML errors, CostRuns' defaults and bounds (test_regime_cost), the
-    # committed papers' thresholds parsed (test_regime_thresholds); then one bad sequential declaration and one
-    # typo in a paper-tier claim (the plan's own validation), not those files' workflow and repeat-run tests
-    "analysis/schema.py": {"tests": ["test_regime.py", "test_claims.py", "test_regime_cost.py", "test_regime_thresholds.py",
+    # the experiments.yaml schema (issue 52, mutant S03 and the survivors of the partial run at 645b0d6): each bad
+    # value's exact line, the values at each rule's edge and check_references' lines (test_schema_survivors, a
+    # few seconds, first), every regime quantity on hand-made tables (test_regime), the claims and their YAML
+    # errors, CostRuns' defaults and bounds (test_regime_cost), the committed papers' thresholds parsed
+    # (test_regime_thresholds); then one bad sequential declaration and one typo in a paper-tier claim (the plan's
+    # own validation), not those files' workflow and repeat-run tests
+    "analysis/schema.py": {"tests": ["test_schema_survivors.py", "test_regime.py", "test_claims.py",
+                                     "test_regime_cost.py", "test_regime_thresholds.py",
                                      "test_sequential.py::test_a_bad_declaration_is_one_line_naming_the_file_the_claim_and_the_key",
                                      "test_tiers_seeds.py::test_a_typo_in_a_paper_tier_claim_still_fails_the_paper_tier_plan"]},
     # what an untested claim's regime costs (issue 52, mutants P01-P09): the pricing rules on hand-made rates and a
