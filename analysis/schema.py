@@ -113,7 +113,7 @@ class Figure(Strict):
     def _offsets(cls, v):
         for s, o in (v or {}).items():
             if isinstance(o, str) and not (o.startswith("@") and len(o) > 1):
-                raise ValueError(f"offsets: {s!r}: a number of steps or '@<series>' (that series' train.steps)")
+                raise ValueError(f"{s!r}: a number of steps or '@<series>' (that series' train.steps)")
         return v
 
     @field_validator("models", mode="before")
@@ -281,7 +281,7 @@ class Claim(Strict):
     @classmethod
     def _offset(cls, v):
         if isinstance(v, str) and not (v.startswith("@") and len(v) > 1):
-            raise ValueError("b_offset: a number of steps or '@<series>' (that series' train.steps)")
+            raise ValueError("a number of steps or '@<series>' (that series' train.steps)")
         return v
 
     @model_validator(mode="after")
@@ -301,7 +301,7 @@ class Claim(Strict):
             try:
                 self.at(scale)
             except ValidationError as e:
-                raise ValueError("; ".join(f"scales.{scale}.{'.'.join(map(str, err['loc']))}: "
+                raise ValueError("; ".join(".".join(map(str, ("scales", scale, *err["loc"]))) + ": "
                                            + err["msg"].removeprefix("Value error, ") for err in e.errors())) from None
         return self
 
@@ -360,8 +360,9 @@ def _problem(err) -> str:
             return ("missing: every regime check needs a source (the paper's sentence, figure or table it "
                     "operationalises, and where its threshold comes from)")
         return f"missing (a required key: {key!r})"
-    if err["type"] == "value_error" and isinstance(err.get("input"), dict):   # a rule across keys: not all of them
-        return err["msg"].removeprefix("Value error, ")
+    if err["type"] == "value_error":   # our own rule: its message says what was expected
+        msg = err["msg"].removeprefix("Value error, ")
+        return msg if isinstance(err.get("input"), dict) else f"{msg} (got {err.get('input')!r})"   # across keys: not all of them
     return f"{err['msg']} (got {err.get('input')!r})"
 
 

@@ -47,15 +47,15 @@ def check(**kw) -> dict:
 @pytest.mark.parametrize("doc, line", [
     # a negative seed (the seeds validator), found under the figure, its scale and the key
     (with_scale({"seeds": [0, -1]}),
-     "figure 'f', scales.embedded.seeds: Value error, seeds must be integers >= 0 (got [0, -1])"),
+     "figure 'f', scales.embedded.seeds: seeds must be integers >= 0 (got [0, -1])"),
     # a scale with neither base nor preset: a rule across keys, said without pydantic's prefix and the whole mapping
     (with_scale({"base": {}}),
      "figure 'f', scales.embedded: needs a base (run config mapping) or a preset (file), or both"),
     # an offset string must be '@' and a series name: neither a bare '@' nor a series without the '@'
     (with_figure({"offsets": {"b": "@"}}),
-     "figure 'f', offsets: offsets: 'b': a number of steps or '@<series>' (that series' train.steps)"),
+     "figure 'f', offsets: 'b': a number of steps or '@<series>' (that series' train.steps)"),
     (with_figure({"offsets": {"b": "teacher"}}),
-     "figure 'f', offsets: offsets: 'b': a number of steps or '@<series>' (that series' train.steps)"),
+     "figure 'f', offsets: 'b': a number of steps or '@<series>' (that series' train.steps)"),
     # a regime value's exchange round counts from 1
     (spec_doc(c_(regime=[check(round=0)])),
      "claim 'c1' (claims.0), regime.0.round: Input should be greater than or equal to 1 (got 0)"),
@@ -67,6 +67,12 @@ def check(**kw) -> dict:
     # a scale's override is validated when the file is read, not first when the claim is read at that scale
     (spec_doc(c_(scales={"full": {"a": 5}})),
      "claim 'c1' (claims.0): scales.full.a: Input should be a valid string"),
+    # a speedup claim's b_offset: its key once, and what was given
+    (spec_doc(c_(measure="speedup", b_offset="teacher")),
+     "claim 'c1' (claims.0), b_offset: a number of steps or '@<series>' (that series' train.steps) (got 'teacher')"),
+    # a rule across a scale override's keys: the override named without a stray '.'
+    (spec_doc(c_(scales={"full": {"a2": "a"}})),
+     "claim 'c1' (claims.0): scales.full: a2 and b2 go together"),
     # a claim that is not a mapping: its position, not a figure's
     ({**spec_doc(), "claims": ["c1"]},
      "claims.0: Input should be a valid dictionary or instance of Claim (got 'c1')"),
@@ -74,7 +80,7 @@ def check(**kw) -> dict:
     (yaml.safe_load("paper: toy\nfigures: {}\nclaims: !!set {c1}\n"),
      "claims.0: Input should be a valid dictionary or instance of Claim (got 'c1')"),
 ], ids=["negative-seed", "no-base", "bare-at-offset", "offset-without-at", "round-0", "batch-0", "runs-0",
-        "scale-override", "claim-not-a-mapping", "claims-a-yaml-set"])
+        "scale-override", "b-offset", "scale-override-across-keys", "claim-not-a-mapping", "claims-a-yaml-set"])
 def test_a_bad_value_is_one_line_naming_the_file_the_figure_or_claim_and_the_key(doc, line):
     assert problem(doc) == f"{PATH}: {line}"
 
