@@ -98,15 +98,16 @@ def draw_row(ax, r, claim, paper_value) -> None:
 def draw(df: pd.DataFrame, specs: dict, out, scale: str) -> None:
     papers = list(dict.fromkeys(df["paper"]))
     n_rows = len(df) + len(papers)
-    height = n_rows * ROW_IN + 2.2
+    height = n_rows * ROW_IN + 2.4
     fig = plt.figure(figsize=(15, height))
-    top = 1 - 0.9 / height
+    top = 1 - 1.1 / height
     y = top
     step = ROW_IN / height
     counts = df["verdict"].map(verdict_kind).value_counts()
     # the verdicts that occur (the table's count line names every kind, zeros too)
-    fig.suptitle(f"Every claim of the three papers at the {scale} scale: "
-                 + ", ".join(f"{counts[k]} {k}" for k in COLORS if counts.get(k, 0)), fontsize=11, y=1 - 0.25 / height)
+    # two lines: with every kind present the counts alone fill the canvas's width
+    fig.suptitle(f"Every claim of the three papers at the {scale} scale:\n"
+                 + ", ".join(f"{counts[k]} {k}" for k in COLORS if counts.get(k, 0)), fontsize=11, y=1 - 0.15 / height)
     fig.text(0.01, top + 0.35 / height, "claim (measure)", fontsize=8, weight="bold")
     fig.text(0.43, top + 0.35 / height, "ours: mean and 90% t interval; paper: red diamond", fontsize=8,
              weight="bold")
