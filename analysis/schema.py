@@ -21,9 +21,8 @@ KINDS = ("curves", "table", "bars")
 # pilot: `make replicate TIER=real-sun`). Apart so that each tier fits 4 h on 2 cores: as one tier the
 # real images' runs took 4.2 h of wall time under load 3-9 (the runs' recorded elapsed times, two at
 # once) before fig3_fmnist and Sun's seeds 3-4 were added, 6.2 h with them at the same rates; Sodhani's
-# 3.5 h and Sun's 2.7 h of it. Each other tier plans the default
-# figures and its own, not the other tiers'; the full scale plans every figure whatever the tier
-# (workflows/experiments.py in_tier).
+# 3.5 h and Sun's 2.7 h of it. Each other tier plans the default figures and its own, not the other
+# tiers'; the full scale plans every figure whatever the tier (workflows/experiments.py in_tier).
 TIERS = ("default", "paper", "decisive", "real", "real-sun")
 MEASURES = {"final": 0.0, "speedup": 1.0, "churn": 0.0, "comm_ratio": 1.0}   # -> neutral value
 BASES = ("step-matched", "device-matched", "round-matched")
@@ -362,7 +361,8 @@ def _problem(err) -> str:
         return f"missing (a required key: {key!r})"
     if err["type"] == "value_error":   # our own rule: its message says what was expected
         msg = err["msg"].removeprefix("Value error, ")
-        return msg if isinstance(err.get("input"), dict) else f"{msg} (got {err.get('input')!r})"   # across keys: not all of them
+        # a rule across keys (a mapping) names them itself; a rule on one value shows what was given
+        return msg if isinstance(err.get("input"), dict) else f"{msg} (got {err.get('input')!r})"
     return f"{err['msg']} (got {err.get('input')!r})"
 
 
