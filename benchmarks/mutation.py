@@ -185,9 +185,14 @@ def summarise(module: str, rows: list[dict], spec: dict, baseline: float, timeou
 
 
 def merge_csv(path: Path, fields: list[str], new: list[dict], modules: set[str]) -> None:
-    """Replace `modules`' rows of `path` by `new`, keep the others', order by TARGETS."""
+    """Replace `modules`' rows of `path` by `new`, keep the other modules of TARGETS' rows, order by
+    TARGETS. A row of a module no longer in TARGETS (a file that moved or left the targets) is dropped
+    with a line saying so: its score measured a file that is not the one measured now."""
     old = list(csv.DictReader(path.open())) if path.exists() else []
-    rows = [r for r in old if r["module"] not in modules] + new
+    gone = sorted({r["module"] for r in old} - set(TARGETS) - set(modules))
+    if gone:
+        print(f"{path.name}: dropped the rows of {', '.join(gone)} (not in benchmarks/mutation_targets.py)", file=sys.stderr)
+    rows = [r for r in old if r["module"] not in modules and r["module"] in TARGETS] + new
     order = {m: i for i, m in enumerate(TARGETS)}
     rows.sort(key=lambda r: (order.get(r["module"], len(order)), int(r.get("line") or 0), r.get("operator", "")))
     tmp = path.with_suffix(".tmp")
