@@ -270,4 +270,27 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
      "except); a bare ('figures',) makes the mutant's loc[1] raise IndexError into the same except; tried: the "
      "same lines on the committed experiments files and 14,555 copies with a key (figures, claims included) set to a "
      "bad value"),
+    ("analysis/stats.py", "NumberReplacer", "if iv.n < 2 or math.isnan(iv.sd):", "if iv.n < 1 or math.isnan(iv.sd):",
+     "equivalent", "differs only at n = 1 with a finite sd, and every interval of under 2 seeds that reaches "
+     "at_confidence has sd NaN (t_interval, upper_bound_interval: ddof=1; jackknife_interval below 3 seeds; claims' "
+     "'b never reached'); the sd-0 comm_ratio intervals never do (schema refuses a sequential comm_ratio); tried: "
+     "t_interval([1]), upper_bound_interval([1]) and a 1-pair jackknife come back the same under the mutant"),
+    ("analysis/stats.py", "ReplaceOrWithAnd", "if iv.n < 2 or math.isnan(iv.sd):", "if iv.n < 2 and math.isnan(iv.sd):",
+     "accepted", "n < 2 comes with a NaN sd (above); n >= 2 with a NaN sd: the jackknife's 2 seeds and claims' 'b "
+     "never reached' come back the same (bounds NaN, no t term in the method); only t_interval over an infinite "
+     "per-seed effect (a diverged run) differs: bounds NaN in both, the mutant's method names the look's level "
+     "(t(0.975, 2) = 4.3) where the real code keeps t(0.95, 2), on an interval that decides nothing"),
+    ("analysis/stats.py", "NumberReplacer",
+     "return float(brentq(lambda w: power(n, sd, neutral, neutral, within=w) - target, 1e-12 * se, 1e3 * se))",
+     "return float(brentq(lambda w: power(n, sd, neutral, neutral, within=w) - target, 1.000000000001 * se, 1e3 * se))",
+     "equivalent", "the 80% TOST margin is over 2.9 se at every n (its normal limit: (1.645 + 1.282) se), so [se, "
+     "1e3 se] still brackets the one root of the monotone power: the same root to brentq's tolerance (2e-12 + 4 eps "
+     "x the margin); tried: n = 2..1000 at sd 1 agree to 2.3e-12 relative, n = 2..59, 100, 200, 500, 1000 at sd "
+     "1e-6..1e3 within 1.9e-12"),
+    ("analysis/stats.py", "NumberReplacer",
+     "return float(brentq(lambda w: power(n, sd, neutral, neutral, within=w) - target, 1e-12 * se, 1e3 * se))",
+     "return float(brentq(lambda w: power(n, sd, neutral, neutral, within=w) - target, 1e-12 * se, 1001.0 * se))",
+     "equivalent", "the 80% TOST margin is at most 10.6 se (2 seeds), far below either upper bracket: the same root "
+     "to brentq's tolerance (2e-12 + 4 eps x the margin); tried: n = 2..1000 at sd 1 agree to 3.7e-13 relative, "
+     "n = 2..59, 100, 200, 500, 1000 at sd 1e-6..1e3 within 6.4e-12 (a margin of 7,400 at sd 1e3)"),
 ]

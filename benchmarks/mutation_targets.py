@@ -15,7 +15,13 @@ from __future__ import annotations
 
 # module (relative to the checkout) -> test files (relative to tests/), pytest -m expression
 TARGETS: dict[str, dict] = {
-    "analysis/stats.py": {"tests": ["test_decision_rules.py", "test_claims.py"]},
+    # the statistics every claim uses: the survivors of the run at 220f478 (issue 52) on scipy's t and noncentral t
+    # (test_stats_survivors, seconds, first), the verdict rules and the claims table, the power column and the
+    # underpowered rule by hand (test_power_rule: power, seeds_for_power, detectable) and one sequential look's
+    # bounds (at_confidence), not test_sequential's workflow and git-history tests
+    "analysis/stats.py": {"tests": ["test_stats_survivors.py", "test_decision_rules.py", "test_claims.py",
+                                    "test_power_rule.py",
+                                    "test_sequential.py::test_each_look_is_at_one_minus_alpha_over_the_looks"]},
     "analysis/claims.py": {"tests": ["test_claims.py", "test_claims_summary.py", "test_decision_rules.py",
                                      # the design columns need a git history: this test's throw-away repository
                                      "test_preregistration.py::test_the_claims_table_carries_the_design_columns"],
