@@ -183,16 +183,18 @@ def power(n: int, sd: float, effect: float, neutral: float, at_least=None, withi
     seed's effect has standard deviation `sd`, from the noncentral t: with at_least t (default the
     neutral value), P(T > t(conf, n-1)) for T ~ nct(n-1, (effect - t) sqrt(n) / sd); with within w
     (two one-sided tests around the neutral value), P(T1 > q) + P(T2 > q) - 1, the usual bound for
-    TOST (T1, T2 the tests at each edge, which share the seeds' sd). NaN without a spread."""
+    TOST (T1, T2 the tests at each edge, which share the seeds' sd). NaN without a spread. (The
+    survival function, not 1 - cdf: scipy's nct.cdf returns NaN at noncentralities of about 37-55,
+    where sf gives 1: power(100, 1, 3.9, 0) read NaN and a TOST power there 0.)"""
     if n < 2 or not (sd > 0) or math.isnan(effect):
         return math.nan
     q, df, se = t_quantile(n, confidence), n - 1, sd / math.sqrt(n)
     if within is not None:
         lo, hi = neutral - float(within), neutral + float(within)
-        p = (1 - stats.nct.cdf(q, df, (effect - lo) / se)) + (1 - stats.nct.cdf(q, df, (hi - effect) / se)) - 1
+        p = stats.nct.sf(q, df, (effect - lo) / se) + stats.nct.sf(q, df, (hi - effect) / se) - 1
         return float(max(0.0, p))
     t = neutral if at_least is None else float(at_least)
-    return float(1 - stats.nct.cdf(q, df, (effect - t) / se))
+    return float(stats.nct.sf(q, df, (effect - t) / se))
 
 
 def seeds_for_power(sd: float, effect: float, neutral: float, at_least=None, within=None,

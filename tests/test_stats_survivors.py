@@ -50,6 +50,14 @@ def test_power_is_the_noncentral_t_on_either_rule():
     assert stats.power(5, 0.3, 0.1, 0.0, within=0.5) == pytest.approx(tost)
 
 
+def test_power_of_an_effect_far_past_its_threshold_is_one_not_nan():
+    # noncentralities of 39-49 (5 and 100 seeds), where scipy 1.17's nct.cdf returns NaN: a huge effect
+    # is found with certainty on either rule (with 1 - cdf it read NaN, and the TOST 0)
+    assert stats.power(100, 1.0, 3.9, 0.0) == pytest.approx(1.0)
+    assert stats.power(5, 1.0, 22.0, 0.0) == pytest.approx(1.0)
+    assert stats.power(5, 1.0, 0.0, 0.0, within=22.0) == pytest.approx(1.0)
+
+
 def test_tost_power_is_floored_at_zero():
     # a margin of 0.01 with sd 1 on 3 seeds: P(T1 > q) + P(T2 > q) - 1 is about -0.9; a chance is not negative
     assert 2 * nct_power(3, 1.0, 0.01, 0.0) - 1 < -0.8
