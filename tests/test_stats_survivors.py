@@ -22,7 +22,7 @@ from analysis import stats
 
 def nct_power(n: int, sd: float, effect: float, t: float) -> float:
     df = n - 1
-    return 1 - st.nct.cdf(st.t.ppf(0.95, df), df, (effect - t) * math.sqrt(n) / sd)
+    return st.nct.sf(st.t.ppf(0.95, df), df, (effect - t) * math.sqrt(n) / sd)   # sf: cdf is NaN at large lam
 
 
 def lam_where_cdf_is(n: int, p: float) -> float:
