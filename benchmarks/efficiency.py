@@ -25,6 +25,7 @@ import contextlib
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import tempfile
@@ -172,7 +173,8 @@ def one_rank_run(row: dict, precision: str):
            "optimizer": row["optimizer"], "schedule": {"name": "constant"},
            "train": {"steps": STEPS, "batch_per_rank": row["batch"], "eval_every": STEPS, "save_model": False,
                      "precision": precision, "compile": row.get("compile", False)},
-           "launch": {"launcher": "fork", "device": "cpu", "threads_per_rank": 1}, "seed": 0}
+           "launch": {"launcher": "fork", "device": "cpu", "threads_per_rank": 1,
+                      "allocator": row.get("allocator", "system")}, "seed": 0}
     with tempfile.TemporaryDirectory(prefix="codist-efficiency-") as tmp:
         out = Path(tmp)
         cfg = config.validate(raw, "efficiency")
@@ -220,7 +222,8 @@ def measure(row: dict, precision: str) -> dict:
         codist_s, codist_n = timed(loop_step(run), run.start)
         got = {"flops_per_update": flops, "codist_s_per_update": codist_s, "codist_updates_timed": codist_n,
                "gemm_fp32_gflops": peaks["fp32"], "gemm_bf16_gflops": peaks["bf16"],
-               "torch": torch.__version__, "threads": torch.get_num_threads()}
+               "torch": torch.__version__, "threads": torch.get_num_threads(),
+               "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
         if row.get("plain", True):   # lm_levers.py times codist's loop only
             got.update(plain_loop(torch, workload, cfg, precision))
     return got

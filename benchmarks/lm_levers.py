@@ -4,15 +4,19 @@ efficiency.measure), so a tier can be sized from the fastest one that keeps the 
 
     python benchmarks/lm_levers.py [--batches 8192 16384] [--variants fused-fp32 ...] [--out results/bench]
 
-Variants (the model, data and optimizer of efficiency.py's LM row; only the kernel, precision and
-compilation differ):
+Variants (the model, data and optimizer of efficiency.py's LM row; only the kernel, precision,
+compilation and allocator differ):
 - fused-fp32: torch.nn.LSTM (oneDNN on a CPU), fp32: what every committed LM run uses;
 - fused-bf16: the same under train.precision bf16 (autocast);
 - unrolled-fp32: workload.lstm unrolled (lm.UnrolledLSTM: the same cell as torch code), eager;
 - unrolled-fp32-compiled: the same with train.compile (torch.compile fuses the gates' elementwise work;
   it refuses nn.LSTM, so the fused kernel has no compiled variant);
 - unrolled-bf16-compiled: and under bf16 autocast (not by default: about 30 s an update on a CPU
-  without AMX, where bf16 runs in software).
+  without AMX, where bf16 runs in software);
+- fused-fp32-reuse, unrolled-fp32-compiled-reuse: those two with launch.allocator reuse (glibc keeps
+  large blocks in its heap instead of mapping fresh pages each update: codist.runtime.allocator).
+
+Each row also carries the measuring process's peak RSS (the allocator's price).
 
 GFLOP/s use the fused fp32 row's counted FLOPs at that batch (the same model's GEMMs: FlopCounterMode
 does not see inside compiled code), against the same process's fp32 and bf16 GEMM peaks. A row is
@@ -34,14 +38,17 @@ import pandas as pd
 from benchmarks import benchlib, efficiency
 from codist.runlog import cpu_model
 
-VARIANTS = {   # name: (workload.lstm, train.precision, train.compile)
-    "fused-fp32": ("fused", "fp32", False),
-    "fused-bf16": ("fused", "bf16", False),
-    "unrolled-fp32": ("unrolled", "fp32", False),
-    "unrolled-fp32-compiled": ("unrolled", "fp32", True),
-    "unrolled-bf16-compiled": ("unrolled", "bf16", True),
+VARIANTS = {   # name: (workload.lstm, train.precision, train.compile, launch.allocator)
+    "fused-fp32": ("fused", "fp32", False, "system"),
+    "fused-bf16": ("fused", "bf16", False, "system"),
+    "unrolled-fp32": ("unrolled", "fp32", False, "system"),
+    "unrolled-fp32-compiled": ("unrolled", "fp32", True, "system"),
+    "unrolled-bf16-compiled": ("unrolled", "bf16", True, "system"),
+    "fused-fp32-reuse": ("fused", "fp32", False, "reuse"),
+    "unrolled-fp32-compiled-reuse": ("unrolled", "fp32", True, "reuse"),
 }
-DEFAULT_VARIANTS = ["fused-fp32", "fused-bf16", "unrolled-fp32", "unrolled-fp32-compiled"]
+DEFAULT_VARIANTS = ["fused-fp32", "fused-bf16", "unrolled-fp32", "unrolled-fp32-compiled", "fused-fp32-reuse",
+                    "unrolled-fp32-compiled-reuse"]
 KEY = ["cpu", "batch", "variant"]
 
 
@@ -55,15 +62,16 @@ def lm_row(batch: int) -> dict:
 
 def measure(row: dict, variant: str, flops: float | None) -> dict:
     """One variant of efficiency.py's LM `row` (lm_row), timed in a fresh process."""
-    lstm, precision, compile_ = VARIANTS[variant]
+    lstm, precision, compile_, allocator = VARIANTS[variant]
     batch = row["batch"]
-    row = {**row, "workload": {**row["workload"], "lstm": lstm}, "compile": compile_}
+    row = {**row, "workload": {**row["workload"], "lstm": lstm}, "compile": compile_, "allocator": allocator}
     before = benchlib.loadavg()
     got = efficiency.measure_child(row, precision)
     flops = flops or got["flops_per_update"]
     gflops = flops / got["codist_s_per_update"] / 1e9
     return {"cpu": cpu_model(), "batch": batch, "variant": variant, "lstm": lstm, "precision": precision,
-            "compile": compile_, "s_per_update": got["codist_s_per_update"], "updates_timed": got["codist_updates_timed"],
+            "compile": compile_, "allocator": allocator, "s_per_update": got["codist_s_per_update"],
+            "updates_timed": got["codist_updates_timed"], "peak_rss_mib": got["peak_rss_mib"],
             "flops_per_update": flops, "gflops": gflops,
             "ratio_to_fp32_peak": gflops / got["gemm_fp32_gflops"], "ratio_to_bf16_peak": gflops / got["gemm_bf16_gflops"],
             "gemm_fp32_gflops": got["gemm_fp32_gflops"], "gemm_bf16_gflops": got["gemm_bf16_gflops"],
@@ -106,6 +114,8 @@ def main(argv=None) -> int:
             measured += kept
             refused += why
     table = benchlib.replace_rows(Path(args.out) / "lm_levers.csv", pd.DataFrame(measured), KEY)
+    if "allocator" in table:   # rows written before the allocator variants ran on the system allocator
+        table["allocator"] = table["allocator"].fillna("system")
     if len(table):
         benchlib.write_csv(with_speedups(table).sort_values(KEY), args.out, "lm_levers.csv")
     for line in refused:

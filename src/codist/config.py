@@ -82,6 +82,10 @@ class LaunchConfig(_Section):
         "share its GPUs round-robin (a check of the multi-rank path on CUDA tensors with one GPU, as `make "
         "gpu-check` runs it; slow: gloo copies through host memory)")
     threads_per_rank: StrictInt | None = Field(None, ge=1, description="default: usable cores // world_size; an srun task: its SLURM_CPUS_PER_TASK")
+    allocator: Literal["system", "reuse"] = Field(
+        "system", description="system: the C library's malloc as it comes; reuse (glibc): large blocks from the "
+        "heap, reused across updates instead of mapped and faulted in afresh each time (codist.runtime.allocator: "
+        "faster CPU updates at large batch, higher peak memory)")
     master_port: StrictInt | None = Field(None, ge=1024, le=65535, description="default: a free port")
     oversubscribe: bool = Field(False, description="allow more CPU ranks than cores (slow; wall times inflate)")
     gpus_per_node: StrictInt = Field(8, ge=1, description="GPUs per node on a cluster (multi-node: world_size / this)")
@@ -491,7 +495,8 @@ IN_RUN_ID_UNLESS = {"train.precision": "fp32", "train.tf32": True, "train.eval_s
 #: (workflows/train.smk): a new key with a default would change every run's text, and Snakemake
 #: would train every finished run again. A key added from now on goes here (and, if it changes
 #: results, in IN_RUN_ID_UNLESS too); tests/test_config_text.py holds every planned run's text fixed.
-TEXT_UNLESS: dict[str, Any] = {"parallel.grad_reduction": "engine", "parallel.ddp_bucket_mb": None}
+TEXT_UNLESS: dict[str, Any] = {"parallel.grad_reduction": "engine", "parallel.ddp_bucket_mb": None,
+                              "launch.allocator": "system"}
 
 
 def _pop_at(d: dict, key: str, unless: dict[str, Any] | None = None) -> None:

@@ -38,6 +38,7 @@ from ..rank_env import rank_threads
 from ..runlog import (MetricsLog, RunGone, RunGuard, WriteError, atomic_torch_save, atomic_write_bytes,
                      atomic_write_json, git_state, hardware, metrics_record, package_versions, rows_bytes,
                      tee_rank_output)
+from ..runtime import allocator
 from ..runtime.comm import CommMeter, summarize
 from ..runtime.cuda_defaults import backend_settings, configure_backends
 from ..runtime.data import seed_rank_streams
@@ -247,6 +248,7 @@ def set_up(args) -> Run:
     threads = rank_threads(os.environ, cfg.launch.threads_per_rank)   # an srun task: its node's allocation
     os.environ["OMP_NUM_THREADS"] = os.environ["CODIST_THREADS_PER_RANK"] = str(threads)   # its workers' too
     torch.set_num_threads(threads)
+    allocator.apply(cfg.launch.allocator)   # before the workload's and model's first large tensors
     device, backend = pick_device(cfg.launch.device, cfg.launch.backend)
     configure_backends(device, cfg.train.tf32, cfg.train.deterministic)   # cuDNN, TF32; train.deterministic
     check_world_size(cfg)
