@@ -70,12 +70,14 @@ test-slurm: $(STAMP)
 # TIER=paper adds the paper-tier figures (--config tier=paper), TIER=decisive the decisive tier's (the pilots
 # and the runs that decide whether a verdict is an artefact of the stand-in), TIER=real the real tier's (Sodhani's
 # designs on Fashion-MNIST and their pilots), TIER=real-sun Sun's on Fashion-MNIST, TIER=real-sun-k8 Sun's K = 8 there, each without the others' (the tiers: analysis/schema.py TIERS). SEEDS=N adds N to every seed list
-# (--config seed_offset=N: fresh seeds, new run ids, into results-seeds+N; the claims say so).
+# (--config seed_offset=N: fresh seeds, new run ids, into results-seeds+N; the claims say so). LEDGER=keep restores
+# the runs results/embedded/ledger holds instead of training them and keeps each run that finishes there,
+# LEDGER=commit also commits each (workflows/run_ledger.py: a long tier resumes on another machine).
 RESULTS ?= $(if $(SEEDS),results-seeds+$(SEEDS),results-local)
 replicate: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake $(addprefix $(RESULTS)/embedded/,$(TARGETS)) \
 		--profile env/profiles/local --cores $(CORES) $(if $(FRESH),--forceall) --config results=$(RESULTS) \
-		$(if $(TIER),tier=$(TIER)) $(if $(SEEDS),seed_offset=$(SEEDS))
+		$(if $(TIER),tier=$(TIER)) $(if $(SEEDS),seed_offset=$(SEEDS)) $(if $(LEDGER),ledger=$(LEDGER))
 	$(BIN)/python workflows/compare.py --results $(RESULTS) --reference results
 
 # Claims with a pre-registered sequential design (`sequential: {looks: [...]}`, analysis/sequential.py):

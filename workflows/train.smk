@@ -49,6 +49,35 @@ rule lm_data:
         "{params.python:q} -m codist.cli data prepare --config {input.config:q} > {log:q} 2>&1"
 
 
+# The train job's command. A diverged run (exit 4) fails for good: a retry (the slurm profile's retries,
+# meant for preemption and time limits, exit 3) would resume from its checkpoint and diverge again, so a
+# retry finding RUN/.diverged from an earlier attempt stops at once; a new Snakemake invocation (attempt 1)
+# trains. With `--config ledger=keep|commit` (workflows/run_ledger.py) the ledger's copy of the run is
+# restored instead, and a run that finishes is copied there (and committed); off, the command is the plain
+# one, so the default leaves Snakemake's record of the rule's code as it was.
+_TRAIN = ("if [ {resources.attempt} -gt 1 ] && [ -e {params.out:q}/.diverged ]; then"
+          " echo 'codist: this run diverged on an earlier attempt (exit 4); not retried' >> {log:q}; exit 4; fi;"
+          " rm -f {params.out:q}/.diverged;"
+          " {params.python:q} -m codist.cli run {input.config:q} --out {params.out:q}"
+          " --set launch.threads_per_rank={params.threads_per_rank} > {log:q} 2>&1"
+          " || {{ rc=$?; if [ $rc -eq 4 ]; then touch {params.out:q}/.diverged; fi; exit $rc; }}")
+if CONFIG.ledger == "off":
+    TRAIN_SHELL, LEDGER_PARAMS = _TRAIN, {}
+else:   # runs whose models another run reads (two-phase teachers) are not kept: models never are
+    _TEACHERS = {u for rid in PLAN.configs for u in PLAN.upstream(rid)}
+    LEDGER_PARAMS = {"teacher": lambda wc: int(wc.run_id in _TEACHERS)}
+    _LEDGER = "{params.python:q} %s ACTION --run {wildcards.run_id} --out {params.out:q} --ledger %s" % (
+        shlex.quote(str(Path(workflow.basedir) / "workflows" / "run_ledger.py")),
+        shlex.quote(CONFIG.ledger_dir or str(Path(workflow.basedir) / "results" / SCALE / "ledger")))
+    _SAVE = " ".join([_LEDGER.replace("ACTION", "save", 1), "--teacher {params.teacher}",
+                      "--commit" if CONFIG.ledger == "commit" else ""])
+    TRAIN_SHELL = "; ".join([
+        "if %s > {log:q} 2>&1; then exit 0; fi" % _LEDGER.replace("ACTION", "restore", 1),
+        _TRAIN.replace("> {log:q} 2>&1", ">> {log:q} 2>&1"),
+        "%s >> {log:q} 2>&1 || echo 'codist ledger: run {wildcards.run_id} finished but was not kept (its log "
+        "says why)' >&2" % _SAVE])
+
+
 rule train:
     """All ranks of one run. threads = ranks x threads per rank, capped at the cores
     Snakemake has (a 4-rank oversubscribed run still schedules on -c2); each rank then
@@ -84,14 +113,7 @@ rule train:
         python=PYTHON,
         out=lambda wc, output: str(Path(output.summary).parent),
         threads_per_rank=lambda wc, threads: max(1, threads // PLAN.config(wc.run_id).parallel.world_size),
+        **LEDGER_PARAMS,
     conda: CONDA_ENV
-    # A diverged run (exit 4) fails for good: a retry (the slurm profile's retries, meant for preemption
-    # and time limits, exit 3) would resume from its checkpoint and diverge again, so a retry finding
-    # RUN/.diverged from an earlier attempt stops at once; a new Snakemake invocation (attempt 1) trains.
     shell:
-        "if [ {resources.attempt} -gt 1 ] && [ -e {params.out:q}/.diverged ]; then"
-        " echo 'codist: this run diverged on an earlier attempt (exit 4); not retried' >> {log:q}; exit 4; fi;"
-        " rm -f {params.out:q}/.diverged;"
-        " {params.python:q} -m codist.cli run {input.config:q} --out {params.out:q}"
-        " --set launch.threads_per_rank={params.threads_per_rank} > {log:q} 2>&1"
-        " || {{ rc=$?; if [ $rc -eq 4 ]; then touch {params.out:q}/.diverged; fi; exit $rc; }}"
+        TRAIN_SHELL

@@ -31,6 +31,12 @@ class WorkflowConfig(BaseModel):
                                  "(analysis/schema.py TIERS, Figure.tier; make replicate TIER=<tier>)")
     seed_offset: int = Field(0, ge=0, description="added to every figure's seeds: a rerun with fresh seeds (new run "
                              "ids; make replicate SEEDS=N writes to results-seeds+N); never with results=results")
+    ledger: Literal["off", "keep", "commit"] = Field(
+        "off", description="keep: a run the ledger holds is restored, not trained, and each finished run is "
+        "copied there; commit: also committed, one commit a run (workflows/run_ledger.py; make replicate LEDGER=)")
+    ledger_dir: str | None = Field(None, min_length=1, description="the ledger folder (default: this "
+                                   "checkout's results/<scale>/ledger, whatever the results root): another "
+                                   "checkout's, when the runs go from a worktree of a fixed commit")
     rehearsal: bool = Field(False, description="scale=full only: every planned run shrunk as workflows/rehearsal.py "
                             "allows (a few updates, short periods, 2 ranks per group, CPU), under <results>/rehearsal/")
 
@@ -41,6 +47,12 @@ class WorkflowConfig(BaseModel):
         if self.seed_offset and self.results.rstrip("/") == "results":
             raise ValueError("seed_offset: fresh seeds go to their own results root, never into the committed "
                              "reference 'results' (e.g. results=results-seeds+N)")
+        return self
+
+    @model_validator(mode="after")
+    def _ledger_keeps_real_runs(self):
+        if self.ledger != "off" and self.rehearsal:
+            raise ValueError("ledger: a rehearsal's shrunk runs are not kept; use ledger=off with rehearsal=true")
         return self
 
 
