@@ -13,8 +13,9 @@ compilation and allocator differ):
   it refuses nn.LSTM, so the fused kernel has no compiled variant);
 - unrolled-bf16-compiled: and under bf16 autocast (not by default: about 30 s an update on a CPU
   without AMX, where bf16 runs in software);
-- fused-fp32-reuse, unrolled-fp32-compiled-reuse: those two with launch.allocator reuse (glibc keeps
-  large blocks in its heap instead of mapping fresh pages each update: codist.runtime.allocator).
+- fused-fp32-reuse, unrolled-fp32-compiled-reuse, fused-bf16-reuse, unrolled-bf16-compiled-reuse: those
+  with launch.allocator reuse (glibc keeps large blocks in its heap instead of mapping fresh pages each
+  update: codist.runtime.allocator).
 
 Each row also carries the measuring process's peak RSS (the allocator's price).
 
@@ -46,6 +47,8 @@ VARIANTS = {   # name: (workload.lstm, train.precision, train.compile, launch.al
     "unrolled-bf16-compiled": ("unrolled", "bf16", True, "system"),
     "fused-fp32-reuse": ("fused", "fp32", False, "reuse"),
     "unrolled-fp32-compiled-reuse": ("unrolled", "fp32", True, "reuse"),
+    "fused-bf16-reuse": ("fused", "bf16", False, "reuse"),
+    "unrolled-bf16-compiled-reuse": ("unrolled", "bf16", True, "reuse"),
 }
 DEFAULT_VARIANTS = ["fused-fp32", "fused-bf16", "unrolled-fp32", "unrolled-fp32-compiled", "fused-fp32-reuse",
                     "unrolled-fp32-compiled-reuse"]
