@@ -54,6 +54,9 @@ def test_each_finished_run_is_committed_alone(kept):
         files = git(repo, "show", "--name-only", "--format=", *[c for c in git(repo, "log", "--format=%H").split()
                                                                if rid in git(repo, "show", "-s", "--format=%s", c)])
         assert sorted(Path(f).name for f in files.split()) == sorted(run_ledger.KEPT), files
+    # kept again unchanged: nothing new to commit, and no error
+    head = git(repo, "rev-parse", "HEAD").strip()
+    assert run_ledger.commit(entries[0], ledger / entries[0]) == head
     # the file staged before the runs is still staged, uncommitted
     assert git(repo, "diff", "--cached", "--name-only").split() == ["other.txt"]
     # what is kept is the run's results, byte for byte

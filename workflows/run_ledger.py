@@ -144,14 +144,21 @@ def commit(run_id: str, entry: Path) -> str:
     with open(entry.parent / COMMIT_LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         deadline = time.monotonic() + GIT_WAIT_S
-        for argv in (["add", "--", *paths], ["commit", "-q", "-m", message(run_id, entry), "--", *paths]):
+
+        def git(*argv: str) -> subprocess.CompletedProcess:
             while True:
                 r = subprocess.run(["git", "-C", str(repo), *argv], capture_output=True, text=True)
-                if r.returncode == 0:
-                    break
-                if "index.lock" not in r.stderr or time.monotonic() > deadline:
-                    raise LedgerError(f"git {argv[0]} of {entry} in {repo} failed: {r.stderr.strip() or r.stdout.strip()}")
-                time.sleep(2)
+                if r.returncode in (0, 1) or "index.lock" not in r.stderr or time.monotonic() > deadline:
+                    return r
+                time.sleep(2)   # another git process holds the index: wait for it
+
+        for argv in (["add", "--", *paths], ["diff", "--cached", "--quiet", "--", *paths],
+                     ["commit", "-q", "-m", message(run_id, entry), "--", *paths]):
+            r = git(*argv)
+            if argv[0] == "diff" and r.returncode == 0:
+                break   # these files are committed as they are (an entry kept again unchanged)
+            if r.returncode != (1 if argv[0] == "diff" else 0):
+                raise LedgerError(f"git {argv[0]} of {entry} in {repo} failed: {r.stderr.strip() or r.stdout.strip()}")
     return subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
                           check=True).stdout.strip()
 
