@@ -17,7 +17,10 @@ compilation and allocator differ):
   with launch.allocator reuse (glibc keeps large blocks in its heap instead of mapping fresh pages each
   update: codist.runtime.allocator).
 
-Each row also carries the measuring process's peak RSS (the allocator's price).
+Each row also carries the measuring process's peak RSS (the allocator's price), and the rate its own
+GEMMs reach at the LM's own shapes, in isolation and in the row's precision (`gemm_mix_gflops`, gemm_mix):
+the square-GEMM peak assumes a compute-bound kernel, and the LM's GEMMs are skinny (inner sizes 32-256
+over batch x 32 tokens), so their rate is bound by memory, not by the peak.
 
 GFLOP/s use the fused fp32 row's counted FLOPs at that batch (the same model's GEMMs: FlopCounterMode
 does not see inside compiled code), against the same process's fp32 and bf16 GEMM peaks. A row is
@@ -63,6 +66,36 @@ def lm_row(batch: int) -> dict:
     return {**row, "plain": False}
 
 
+def lm_gemms(cfg: dict, batch: int) -> list[tuple[int, int, int, int]]:
+    """(m, k, n, times) of each GEMM an update of the LM does, (m x k) @ (k x n), for the embedded LM's
+    workload section `cfg`: per LSTM layer the input projection over all tokens and the recurrent one per
+    step, their input and weight gradients, and the output layer's three; as the fused fp32 row counts them."""
+    tokens, steps = batch * cfg["seq_len"], cfg["seq_len"]
+    hidden, vocab = cfg["hidden"], cfg["vocab"]
+    gates, out = 4 * hidden, []
+    for size in [cfg["embedding"]] + [hidden] * (cfg["layers"] - 1):
+        out += [(tokens, size, gates, 1), (batch, hidden, gates, steps),              # forward
+                (tokens, gates, size, 1), (gates, tokens, size, 1),                   # input, W_ih gradients
+                (batch, gates, hidden, steps), (gates, tokens, hidden, 1)]            # h, W_hh gradients
+    return out + [(tokens, hidden, vocab, 1), (tokens, vocab, hidden, 1), (vocab, tokens, hidden, 1)]
+
+
+def gemm_mix(torch, dtype, gemms: list[tuple[int, int, int, int]], reps: int = 3) -> float:
+    """GFLOP/s of `gemms` (lm_gemms) run one by one on this thread: their FLOPs over the sum of each one's
+    best time (of `reps`) times its count."""
+    flops = seconds = 0.0
+    for m, k, n, times in gemms:
+        a, b = torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype)
+        a @ b   # the kernel's selection, its buffers
+        best = float("inf")
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            a @ b
+            best = min(best, time.perf_counter() - t0)
+        flops, seconds = flops + 2 * m * k * n * times, seconds + best * times
+    return flops / seconds / 1e9
+
+
 def measure(row: dict, variant: str, flops: float | None) -> dict:
     """One variant of efficiency.py's LM `row` (lm_row), timed in a fresh process."""
     lstm, precision, compile_, allocator = VARIANTS[variant]
@@ -72,12 +105,16 @@ def measure(row: dict, variant: str, flops: float | None) -> dict:
     got = efficiency.measure_child(row, precision)
     flops = flops or got["flops_per_update"]
     gflops = flops / got["codist_s_per_update"] / 1e9
+    import torch   # here, on one thread as the child ran: the LM's own GEMMs in this row's precision
+    torch.set_num_threads(1)
+    mix = gemm_mix(torch, {"fp32": torch.float32, "bf16": torch.bfloat16}[precision], lm_gemms(row["workload"], batch))
     return {"cpu": cpu_model(), "batch": batch, "variant": variant, "lstm": lstm, "precision": precision,
             "compile": compile_, "allocator": allocator, "s_per_update": got["codist_s_per_update"],
             "updates_timed": got["codist_updates_timed"], "peak_rss_mib": got["peak_rss_mib"],
             "flops_per_update": flops, "gflops": gflops,
             "ratio_to_fp32_peak": gflops / got["gemm_fp32_gflops"], "ratio_to_bf16_peak": gflops / got["gemm_bf16_gflops"],
             "gemm_fp32_gflops": got["gemm_fp32_gflops"], "gemm_bf16_gflops": got["gemm_bf16_gflops"],
+            "gemm_mix_gflops": mix, "ratio_to_gemm_mix": gflops / mix,
             "threads": got["threads"], "loadavg_before": before, "loadavg": max(before, benchlib.loadavg()),
             "torch": got["torch"], "python": platform.python_version(),
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -109,7 +146,9 @@ def main(argv=None) -> int:
                 continue
             flops = flops or got["flops_per_update"]   # the fused fp32 row's count for every variant
             print(f"lm batch {batch} {variant}: {got['s_per_update']:.3f} s/update, {got['gflops']:.1f} GFLOP/s = "
-                  f"{got['ratio_to_fp32_peak']:.0%} of fp32 peak {got['gemm_fp32_gflops']:.0f} (load {got['loadavg']})",
+                  f"{got['ratio_to_fp32_peak']:.0%} of fp32 peak {got['gemm_fp32_gflops']:.0f}, "
+                  f"{got['ratio_to_gemm_mix']:.0%} of its GEMMs' rate at its shapes {got['gemm_mix_gflops']:.0f} "
+                  f"(load {got['loadavg']})",
                   flush=True)
             if variant not in variants:   # measured only for its FLOP count and as the reference
                 continue

@@ -69,7 +69,7 @@ def test_lm_levers_keeps_other_cpus_rows_and_reads_each_variant_against_fused_fp
     monkeypatch.setattr(lm_levers, "measure", lambda row, variant, flops: {
         "cpu": "this", "batch": row["batch"], "variant": variant, "s_per_update": seconds[variant], "flops_per_update": 1e9,
         "gflops": 1e9 / seconds[variant] / 1e9, "ratio_to_fp32_peak": 0.1, "gemm_fp32_gflops": 10.0,
-        "loadavg": load[variant]})
+        "ratio_to_gemm_mix": 0.5, "gemm_mix_gflops": 2.0, "loadavg": load[variant]})
     assert lm_levers.main(["--batches", "8192", "--variants", "fused-fp32", "unrolled-fp32", "fused-bf16",
                            "--out", str(tmp_path)]) == 1   # the bf16 row was refused
     table = pd.read_csv(tmp_path / "lm_levers.csv").set_index(["cpu", "variant"])
@@ -77,6 +77,24 @@ def test_lm_levers_keeps_other_cpus_rows_and_reads_each_variant_against_fused_fp
                                    ("this", "fused-fp32"), ("this", "unrolled-fp32")]
     assert table.loc[("this", "unrolled-fp32"), "speedup"] == 2.0
     assert table.loc[("other", "unrolled-fp32"), "speedup"] == 0.5
+
+
+def test_lm_levers_gemm_mix_is_the_update_the_counter_counts():
+    """lm_levers.lm_gemms, the GEMMs whose rate at the LM's own shapes bounds the LM, add up to the FLOPs
+    FlopCounterMode counted on one real update of the fused LM (efficiency.csv, every LM batch): the same
+    work, shape by shape; and gemm_mix times them (a tiny list, so the test is quick)."""
+    import pandas as pd
+    import torch
+
+    from benchmarks import efficiency, lm_levers
+    counted = pd.read_csv(efficiency.ROOT / "results" / "bench" / "efficiency.csv")
+    counted = counted[(counted.workload == "lm") & (counted.precision == "fp32")]
+    rows = {r["batch"]: r for r in efficiency.plan_rows() if r["workload"]["name"] == "lm"}
+    assert len(counted) >= 5
+    for batch, flops in zip(counted.batch, counted.flops_per_update):
+        gemms = lm_levers.lm_gemms(rows[batch]["workload"], batch)
+        assert sum(2 * m * k * n * times for m, k, n, times in gemms) == flops, batch
+    assert lm_levers.gemm_mix(torch, torch.float32, [(64, 32, 16, 3)]) > 0
 
 
 def test_a_quiet_rerun_replaces_its_rows_and_keeps_the_others(tmp_path):
