@@ -82,7 +82,7 @@ def test_each_other_tier_plans_the_default_figures_and_its_own_not_the_others(tm
     plans = {tier: load_plan(tmp_path, "embedded", tier=tier) for tier in TIERS}
     assert {tier: set(plan.figures) for tier, plan in plans.items()} == {
         "default": {small}, "paper": {small, big}, "decisive": {small, pilot}, "real": {small},
-        "real-sun": {small}, "real-sun-k8": {small}}
+        "real-sun": {small}, "real-sun-k8": {small}, "anil": {small}}
     assert plans["default"].tier_of == {small: "default", big: "paper", pilot: "decisive"}
     # a figure of a tier not asked for: one line naming its own tier's switch
     for tier, fig, other in (("default", "pilot", "decisive"), ("paper", "pilot", "decisive"), ("decisive", "big", "paper")):
@@ -224,7 +224,7 @@ def test_verify_in_one_tier_leaves_the_other_tiers_tables_and_claims_out(monkeyp
     monkeypatch.setattr(sys, "argv", ["verify.py", "--tier", "decisiv"])   # --tier's choices: schema.TIERS
     with pytest.raises(SystemExit) as e:
         verify_main()
-    assert e.value.code == 2 and "(choose from 'default', 'paper', 'decisive', 'real', 'real-sun', 'real-sun-k8')" in capsys.readouterr().err
+    assert e.value.code == 2 and "(choose from 'default', 'paper', 'decisive', 'real', 'real-sun', 'real-sun-k8', 'anil')" in capsys.readouterr().err
 
 
 def test_make_passes_tier_and_seeds_to_the_workflow():

@@ -277,7 +277,7 @@ EVERY_TIER = "every"
 
 def in_tier(figure_tier: str, tier: str, scale: str) -> bool:
     """Whether a figure of `figure_tier` is planned when `tier` is asked: the default tier plans the
-    default figures, each other tier (paper, decisive, real, real-sun, real-sun-k8: schema.TIERS) the default figures and its own,
+    default figures, each other tier (paper, decisive, real, real-sun, real-sun-k8, anil: schema.TIERS) the default figures and its own,
     EVERY_TIER all of them. Tiers divide the CPU-sized scales' budget; the full scale is the papers'
     own setups, so it plans every figure whatever the tier."""
     return figure_tier in ("default", tier) or tier == EVERY_TIER or scale == "full"

@@ -13,7 +13,7 @@ left out; so are the PNGs (drawn from these tables) and notebooks (they check th
 claims.csv when they run). TARGETs (paths relative to results/<scale>/, e.g.
 `sun2016/cifar10.csv`) limit the check to those outputs and what they need; without them, the
 whole default replication is regenerated (as long as `make replicate`). `--tier T` (paper,
-decisive, real, real-sun, real-sun-k8: analysis/schema.py TIERS) regenerates that tier's figures too; the tables and claim rows
+decisive, real, real-sun, real-sun-k8, anil: analysis/schema.py TIERS) regenerates that tier's figures too; the tables and claim rows
 of the tiers not regenerated are left out of the check.
 
 Prints each difference (file, column, first differing rows) and, for a table that differs, whether
@@ -70,7 +70,7 @@ def main() -> int:
     p.add_argument("--scale", default="embedded")
     p.add_argument("--cores", type=int, default=os.cpu_count() or 2)
     p.add_argument("--tier", default="default", choices=TIERS,
-                   help="another tier (paper, decisive, real, real-sun, real-sun-k8): its figures too (a table of that tier needs it)")
+                   help="another tier (paper, decisive, real, real-sun, real-sun-k8, anil): its figures too (a table of that tier needs it)")
     p.add_argument("--keep", type=Path, default=None, help="regenerate into this (new, empty) folder and keep it")
     args = p.parse_args()
     committed = ROOT / "results" / args.scale
