@@ -105,6 +105,27 @@ def test_a_teacher_is_not_kept(kept, tmp_path, capsys):
     assert "not kept" in capsys.readouterr().out and not (tmp_path / "L").exists()
 
 
+@pytest.mark.slow
+def test_a_run_directory_held_by_a_live_run_is_not_restored_into(kept, tmp_path, capsys):
+    """The run's own lock (codist.launching.rundir): a live `codist run` of the same id (a killed workflow's
+    run still stopping) holds its directory, and restoring beside it writes nothing."""
+    _, ledger, _, _ = kept
+    rid = sorted(p.name for p in ledger.iterdir() if not p.name.startswith("."))[0]
+    out = tmp_path / rid
+    out.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'a'); "
+                               "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+                               str(out / ".codist.lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert run_ledger.main(["restore", "--run", rid, "--out", str(out), "--ledger", str(ledger)]) == 2
+        assert "in use by another codist run" in capsys.readouterr().err
+        assert sorted(p.name for p in out.iterdir()) == [".codist.lock"]
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_the_ledger_is_in_the_train_command_only_when_asked(tmp_path):
     reps = toy_paper(tmp_path / "reps", {"figA": figure({"one": {}}, base=BASE_LEDGER)})
     dry = ["-n", "-p", "--", "results/embedded/toy/figA.csv"]
