@@ -140,3 +140,21 @@ def test_fp16_checkpoints_its_dynamic_loss_scale(runs):
     group, _ = checkpoint.load(run, checkpoint.latest(run, rid), rid, 0, 0)
     scaler = group["algorithm"]["grad_scaler"]
     assert 0 < scaler["scale"] <= 2.0 ** 16 and "_growth_tracker" in scaler
+
+
+def test_the_fused_lstm_in_bf16_is_refused_before_launch_on_a_cpu_without_bf16_kernels():
+    """oneDNN's bf16 LSTM needs AVX512-BF16 or AMX-BF16 (an AMD EPYC without them failed in every rank's
+    first forward, issue 50): `codist run` refuses it before any process starts, naming the keys; the
+    unrolled cell, fp32 and a GPU are left alone. The CPU's flags are passed in (this machine has them)."""
+    from codist.launching.launch import check_bf16_lstm
+    lm = config.validate({"workload": {"name": "lm", "dataset": "embedded"}, "train": {"precision": "bf16"}})
+    with pytest.raises(ConfigError, match=r"train\.precision=bf16 with workload\.lstm=fused needs a CPU with "
+                                          r"AVX512-BF16 or AMX-BF16 .*allowed: train\.precision=fp32"):
+        check_bf16_lstm(lm, "cpu", flags={"avx512f", "avx2"})
+    for flags in ({"amx_bf16"}, {"avx512_bf16"}):
+        check_bf16_lstm(lm, "cpu", flags=flags)
+    check_bf16_lstm(lm, "cuda", flags=set())
+    for other in ({"train": {"precision": "fp32"}}, {"workload": {"lstm": "unrolled"}}):
+        check_bf16_lstm(config.validate(deep_update({"workload": {"name": "lm", "dataset": "embedded"},
+                                                     "train": {"precision": "bf16"}}, other)), "cpu", flags=set())
+    check_bf16_lstm(config.validate({"workload": {"name": "cifar"}, "train": {"precision": "bf16"}}), "cpu", flags=set())

@@ -480,6 +480,17 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags (/proc/cpuinfo's first `flags` line); empty where there is none."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
 def torch_build_setting(key: str) -> str | None:
     """One `KEY=value` of torch's build settings (torch.__config__.show()), e.g. BLAS_INFO."""
     import torch

@@ -24,7 +24,7 @@ from .inputs import check_inputs
 from ..owner import owner_env
 from ..rank_env import hostnames, no_gpu_possible, rank_env, usable_cores
 from .rundir import RunDir
-from ..runlog import RANK_LOG_DIR
+from ..runlog import RANK_LOG_DIR, cpu_flags, cpu_model
 from .cluster import SrunLauncher, in_allocation, ranks_by_srun
 from .launchers import Launcher, LaunchPlan, LoneRank, check_launcher, named
 from .supervise import supervise
@@ -88,10 +88,28 @@ def check_memory(cfg: RunConfig, memory: int | None = None) -> None:
                              "a smaller train.batch_per_rank"))
 
 
+BF16_CPU_FLAGS = ("avx512_bf16", "amx_bf16")   # oneDNN's bf16 LSTM primitive needs one of them
+
+
+def check_bf16_lstm(cfg: RunConfig, device: str, flags: set[str] | None = None) -> None:
+    """The fused LSTM (nn.LSTM: oneDNN on a CPU) under train.precision bf16 runs only on a CPU with
+    AVX512-BF16 or AMX-BF16; elsewhere its first forward fails in every rank (measured on an AMD EPYC,
+    issue 50). Refused before launch, naming the keys (`flags`: this CPU's by default)."""
+    if device != "cpu" or cfg.train.precision != "bf16" or cfg.workload.name != "lm" or cfg.workload.lstm != "fused":
+        return
+    flags = cpu_flags() if flags is None else flags
+    if not flags & set(BF16_CPU_FLAGS):
+        raise ConfigError(f"train.precision=bf16 with workload.lstm=fused needs a CPU with AVX512-BF16 or AMX-BF16 "
+                          f"(oneDNN has no bf16 LSTM without them); this CPU ({cpu_model()}) has neither; allowed: "
+                          f"train.precision=fp32, or workload.lstm=unrolled (bf16 in software: slow)")
+
+
 def check_fits(cfg: RunConfig, device: str, cores: int | None = None, memory: int | None = None) -> None:
     """Fail before any process starts if the world does not fit this machine (its GPUs, cores or memory;
-    `cores`, `memory` in MB: this machine's by default), or the launcher cannot start it."""
+    `cores`, `memory` in MB: this machine's by default; its CPU's bf16 kernels), or the launcher cannot
+    start it."""
     world = cfg.parallel.world_size
+    check_bf16_lstm(cfg, device)
     check_hosts(cfg, device, os.environ)
     check_cuda_fit(cfg.launch.device)   # the driver, the GPUs and torch's CUDA build, on every path (srun too)
     if in_allocation(os.environ) and ranks_by_srun(cfg, device):   # srun places the ranks in the job's allocation
