@@ -14,7 +14,7 @@ import pytest
 
 from test_workflow import BASE, figure, toy_paper
 from test_workflow_run import snakemake
-from workflows import run_ledger
+from workflows import compare, run_ledger
 from workflows.workflow_config import WorkflowConfigError, check
 
 BASE_LEDGER = {**BASE, "workload": {"name": "cifar", "train_size": 256, "val_size": 64}}
@@ -78,6 +78,14 @@ def test_another_clone_makes_the_figure_from_the_ledger_without_training(kept, t
     # the same table as the machine that trained them
     assert (tmp_path / "results/embedded/toy/figA.csv").read_bytes() == \
         (first / "results/embedded/toy/figA.csv").read_bytes(), out
+    # a comparison of this folder says its runs were restored, not trained; the first folder's were trained
+    assert compare.restored_line(tmp_path / "results/embedded").startswith(
+        "2 of your 2 runs were restored from the run ledger")
+    assert compare.restored_line(first / "results/embedded") == ""
+    # a run retrained in the same folder (other metrics bytes) is no longer counted as restored
+    with open(runs[0] / "metrics.jsonl", "a") as f:
+        f.write("\n")
+    assert compare.restored_line(tmp_path / "results/embedded").startswith("1 of your 2 runs")
 
 
 @pytest.mark.slow

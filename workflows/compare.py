@@ -34,7 +34,9 @@ outcome:
 
 Each claim is listed with the reference's verdict and yours side by side. The machines come from
 the runs' manifest.json (`hardware`: CPU model, torch's CPU capability, BLAS, threads) and, for a
-results folder without runs/ (the committed reference), its `machine.json`.
+results folder without runs/ (the committed reference), its `machine.json`. Runs restored from the run ledger
+(`LEDGER=keep`: workflows/run_ledger.py) are counted and said, in the report and the summary: their
+numbers are the earlier machine's, not a rerun's.
 
 Malformed input (an empty file, a claims table without `paper`, `id` or `verdict`, a `*.csv` that is
 not a regular file: a folder, a named pipe, a symbolic link loop; a manifest whose `hardware` is not
@@ -62,6 +64,7 @@ from scipy import stats
 from analysis.schema import TIERS, tier_command
 from codist.runlog import WriteError, atomic_write_text, machine_column
 from workflows.experiments import ExperimentsError, load_plan
+from workflows import run_ledger
 from workflows.machine import MachineError, describe, summarize
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -503,6 +506,15 @@ def machines(folder: Path) -> list[str]:
     return []
 
 
+def restored_line(folder: Path) -> str:
+    """How many of a replication's runs were restored from the run ledger (workflows/run_ledger.py,
+    LEDGER=keep) instead of trained: those are the earlier machine's runs, not a rerun ('' for none)."""
+    runs = sorted(p.parent for p in folder.glob("runs/*/summary.json"))
+    n = sum(run_ledger.restored(r) for r in runs)
+    return (f"{n} of your {len(runs)} runs were restored from the run ledger (LEDGER=keep), not trained here: "
+            f"for those, your tables are the earlier machine's runs" if n else "")
+
+
 def md_cell(v) -> str:
     """A Markdown table cell: one line, its `|` escaped."""
     return one_line(v).replace("|", r"\|")
@@ -530,6 +542,8 @@ def markdown(rows: list[dict], ref_root: Path, loc_root: Path, scale: str, tiers
         found = machines(folder)
         lines.append(f"- {name}: " + ("; ".join(md_cell(m) for m in found) if found else
                                       "not recorded (no runs/ and no machine.json in this folder)"))
+    if line := restored_line(loc_root / scale):
+        lines.append(f"- {line}")
     lines += ["", f"## Claims ({summary(c)})", "",
               "| claim | outcome | reference verdict | your verdict | verdict | reference effect [interval] "
               "| your effect [interval] |", "|---|---|---|---|---|---|---|"]
@@ -631,7 +645,8 @@ def main(argv=None) -> int:
     except CompareError as e:
         print(f"compare: {e}", file=sys.stderr)
         return 2
-    print("\n".join(closing_summary(rows, ref_dir, loc_dir, tiers, loc_dir / "comparison.md", not_run)))
+    print("\n".join(closing_summary(rows, ref_dir, loc_dir, tiers, loc_dir / "comparison.md", not_run)
+                    + [line for line in [restored_line(loc_dir)] if line]))
     return 0
 
 

@@ -18,7 +18,8 @@ A ledger entry that fails is not restored: the job says why in its log and train
 
 Default off: a replication retrains every run, and `make verify` compares those new runs with
 the committed tables; a restored run is the earlier machine's run (its manifest names that CPU
-and commit), not a rerun. Why not Snakemake's between-workflow cache (`cache: true`): it keys
+and commit), not a rerun. A restored run's folder also holds restored_from_ledger.json (the metrics' digest),
+so workflows/compare.py counts such runs and says so. Why not Snakemake's between-workflow cache (`cache: true`): it keys
 outputs by a hash of the rule's code and params in a folder outside the repository
 ($SNAKEMAKE_OUTPUT_CACHE), so nothing reaches git and a fresh clone elsewhere finds nothing.
 """
@@ -37,8 +38,12 @@ from pathlib import Path
 from analysis.aggregate import read_run
 from codist.config import ConfigError
 from codist.launching.rundir import RunDir
+from codist.runlog import atomic_write_json, metrics_record
 
 KEPT = ("summary.json", "metrics.jsonl", "manifest.json", "config.yaml")
+# written beside a restored run: its metrics' digest, so a later retrain in the same folder (other bytes)
+# is never counted as restored (workflows/compare.py says how many runs of a replication were restored)
+RESTORED = "restored_from_ledger.json"
 KEPT_GLOBS = ("val_predictions_*.npy",)
 COMMIT_LOCK = ".commit.lock"   # in the ledger folder: one ledger commit at a time
 GIT_WAIT_S = 120   # how long a commit waits for another git process's index.lock
@@ -113,9 +118,21 @@ def restore(run_id: str, out: Path, ledger: Path) -> bool:
             tmp = out / f".{f.name}.restore"
             shutil.copy2(f, tmp)
             tmp.rename(out / f.name)
+        atomic_write_json(out / RESTORED, {"ledger": str(entry.resolve()),
+                                           "metrics": metrics_record((out / "metrics.jsonl").read_bytes())})
     finally:
         held.close()
     return True
+
+
+def restored(run_dir: Path) -> bool:
+    """Whether `run_dir` holds a run restored from a ledger (not trained there): its marker names the
+    metrics the run has now."""
+    try:
+        mark = json.loads((run_dir / RESTORED).read_text())
+        return mark["metrics"] == metrics_record((run_dir / "metrics.jsonl").read_bytes())
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
 
 
 def repo_of(path: Path) -> Path:
