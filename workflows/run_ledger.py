@@ -41,10 +41,10 @@ from codist.launching.rundir import RunDir
 from codist.runlog import atomic_write_json, metrics_record
 
 KEPT = ("summary.json", "metrics.jsonl", "manifest.json", "config.yaml")
+KEPT_GLOBS = ("val_predictions_*.npy",)
 # written beside a restored run: its metrics' digest, so a later retrain in the same folder (other bytes)
 # is never counted as restored (workflows/compare.py says how many runs of a replication were restored)
 RESTORED = "restored_from_ledger.json"
-KEPT_GLOBS = ("val_predictions_*.npy",)
 COMMIT_LOCK = ".commit.lock"   # in the ledger folder: one ledger commit at a time
 GIT_WAIT_S = 120   # how long a commit waits for another git process's index.lock
 
@@ -113,13 +113,14 @@ def restore(run_id: str, out: Path, ledger: Path) -> bool:
     except ConfigError as e:
         raise LedgerError(str(e)) from None
     try:
-        # each file whole (copied beside it, then renamed); summary.json, which marks a run finished, last
+        # the marker first, then each file whole (copied beside it, then renamed), summary.json, which
+        # marks a run finished, last: a restore cut short never looks like a finished, trained run
+        atomic_write_json(out / RESTORED, {"ledger": str(entry.resolve()),
+                                           "metrics": metrics_record((entry / "metrics.jsonl").read_bytes())})
         for f in sorted(files, key=lambda f: f.name == "summary.json"):
             tmp = out / f".{f.name}.restore"
             shutil.copy2(f, tmp)
             tmp.rename(out / f.name)
-        atomic_write_json(out / RESTORED, {"ledger": str(entry.resolve()),
-                                           "metrics": metrics_record((out / "metrics.jsonl").read_bytes())})
     finally:
         held.close()
     return True
