@@ -32,6 +32,8 @@ fused-fp32 of the same CPU and batch).
 from __future__ import annotations
 
 import argparse
+import functools
+import json
 import platform
 import sys
 import time
@@ -96,6 +98,16 @@ def gemm_mix(torch, dtype, gemms: list[tuple[int, int, int, int]], reps: int = 3
     return flops / seconds / 1e9
 
 
+@functools.cache
+def lm_gemm_rate(precision: str, batch: int, workload: str) -> float:
+    """gemm_mix of the LM's GEMMs (`workload`: its section as JSON) in `precision`, timed once a
+    (precision, batch) in this process, on one thread as the child ran: the variants share it."""
+    import torch
+    torch.set_num_threads(1)
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[precision]
+    return gemm_mix(torch, dtype, lm_gemms(json.loads(workload), batch))
+
+
 def measure(row: dict, variant: str, flops: float | None) -> dict:
     """One variant of efficiency.py's LM `row` (lm_row), timed in a fresh process."""
     lstm, precision, compile_, allocator = VARIANTS[variant]
@@ -105,9 +117,7 @@ def measure(row: dict, variant: str, flops: float | None) -> dict:
     got = efficiency.measure_child(row, precision)
     flops = flops or got["flops_per_update"]
     gflops = flops / got["codist_s_per_update"] / 1e9
-    import torch   # here, on one thread as the child ran: the LM's own GEMMs in this row's precision
-    torch.set_num_threads(1)
-    mix = gemm_mix(torch, {"fp32": torch.float32, "bf16": torch.bfloat16}[precision], lm_gemms(row["workload"], batch))
+    mix = lm_gemm_rate(precision, batch, json.dumps(row["workload"], sort_keys=True))
     return {"cpu": cpu_model(), "batch": batch, "variant": variant, "lstm": lstm, "precision": precision,
             "compile": compile_, "allocator": allocator, "s_per_update": got["codist_s_per_update"],
             "updates_timed": got["codist_updates_timed"], "peak_rss_mib": got["peak_rss_mib"],
