@@ -72,12 +72,14 @@ test-slurm: $(STAMP)
 # designs on Fashion-MNIST and their pilots), TIER=real-sun Sun's on Fashion-MNIST, TIER=real-sun-k8 Sun's K = 8 there, TIER=anil Anil's Fig. 1a and 2a where sync has saturated, each without the others' (the tiers: analysis/schema.py TIERS). SEEDS=N adds N to every seed list
 # (--config seed_offset=N: fresh seeds, new run ids, into results-seeds+N; the claims say so). LEDGER=keep restores
 # the runs results/embedded/ledger holds instead of training them and keeps each run that finishes there,
-# LEDGER=commit also commits each (workflows/run_ledger.py: a long tier resumes on another machine).
+# LEDGER=commit also commits each (workflows/run_ledger.py: a long tier resumes on another machine); LEDGER_DIR=
+# puts the ledger elsewhere (a tier run from a git worktree commits its runs into the main checkout's).
 RESULTS ?= $(if $(SEEDS),results-seeds+$(SEEDS),results-local)
 replicate: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake $(addprefix $(RESULTS)/embedded/,$(TARGETS)) \
 		--profile env/profiles/local --cores $(CORES) $(if $(FRESH),--forceall) --config results=$(RESULTS) \
-		$(if $(TIER),tier=$(TIER)) $(if $(SEEDS),seed_offset=$(SEEDS)) $(if $(LEDGER),ledger=$(LEDGER))
+		$(if $(TIER),tier=$(TIER)) $(if $(SEEDS),seed_offset=$(SEEDS)) $(if $(LEDGER),ledger=$(LEDGER)) \
+		$(if $(LEDGER_DIR),ledger_dir=$(abspath $(LEDGER_DIR)))
 	$(BIN)/python workflows/compare.py --results $(RESULTS) --reference results
 
 # Claims with a pre-registered sequential design (`sequential: {looks: [...]}`, analysis/sequential.py):

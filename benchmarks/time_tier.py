@@ -1,6 +1,7 @@
 """A tier's end-to-end wall time on this machine, figure by figure, with what else ran beside it:
 
     python benchmarks/time_tier.py --results DIR [--tier paper|decisive] [--logs DIR/timing] [--only NAME ...]
+        [--ledger keep|commit [--ledger-dir DIR]]
 
 Runs `make replicate TIER=<tier> RESULTS=DIR TARGETS=...` once per group, one after another: the
 default tier's figures together ("default"), then each figure of the tier alone, then one call with no
@@ -8,7 +9,9 @@ targets ("rest": the claims tables, notebooks and summary figure of `all`). Each
 LOGS/<name>.log between '== start NAME <iso> <epoch>' and '== end NAME <iso> <epoch> rc=N' lines, the
 format benchmarks/replicate_time.py reads; a group whose log already ends with rc=0 is skipped, so a
 stopped timing resumes (Snakemake reuses the runs that finished; the stopped call's row spans its
-calls). Read the rows with replicate_time.py --log LOGS/*.log --load LOGS/load.log.
+calls). Read the rows with replicate_time.py --log LOGS/*.log --load LOGS/load.log. With --ledger, the
+calls pass LEDGER= (and LEDGER_DIR=) to make: runs the ledger holds are restored, not trained, so such a
+call times only the runs it trained (each restored run leaves restored_from_ledger.json beside it).
 
 LOGS/load.log gets a line every 30 s: '<epoch> <1-min load> <foreign>', where foreign is the mean
 number of runnable threads over the last 30 s (sampled every 2 s from /proc) that are not this
@@ -91,7 +94,9 @@ def call(name: str, targets: list[str], args, env: dict) -> int:
         out.write(f"== start {name} {now:%Y-%m-%dT%H:%M:%SZ} {int(now.timestamp())} load={os.getloadavg()[0]:.2f}\n")
         out.flush()
         cmd = ["make", "--no-print-directory", "replicate", f"TIER={args.tier}", f"RESULTS={args.results}",
-               f"CORES={args.cores}"] + ([f"TARGETS={' '.join(targets)}"] if targets else [])
+               f"CORES={args.cores}"] + ([f"TARGETS={' '.join(targets)}"] if targets else []) \
+            + ([f"LEDGER={args.ledger}"] if args.ledger else []) \
+            + ([f"LEDGER_DIR={args.ledger_dir}"] if args.ledger_dir else [])
         rc = subprocess.call(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
         end = dt.datetime.now(dt.timezone.utc)
         out.write(f"== end {name} {end:%Y-%m-%dT%H:%M:%SZ} {int(end.timestamp())} rc={rc}\n")
@@ -105,7 +110,11 @@ def main(argv=None) -> int:
     p.add_argument("--cores", type=int, default=2)
     p.add_argument("--logs", type=Path, default=None, help="default RESULTS/timing")
     p.add_argument("--only", nargs="*", default=None, help="these groups only (names as in the logs)")
+    p.add_argument("--ledger", choices=["keep", "commit"], default=None, help="make's LEDGER= (workflows/run_ledger.py)")
+    p.add_argument("--ledger-dir", type=Path, default=None, help="make's LEDGER_DIR= (default the results' own)")
     args = p.parse_args(argv)
+    if args.ledger_dir and not args.ledger:
+        p.error("--ledger-dir needs --ledger keep|commit")
     args.logs = args.logs or ROOT / args.results / "timing"
     args.logs.mkdir(parents=True, exist_ok=True)
     token = secrets.token_hex(8)
