@@ -189,12 +189,13 @@ class Sequential(Strict):
 
 class CostRuns(Strict):
     """Runs of a regime at the embedded scale, priced at this CPU's measured quiet s/update for the
-    workload and batch (results/bench/efficiency.csv; benchmarks/regime_cost.py)."""
+    workload, batch and precision (results/bench/efficiency.csv; benchmarks/regime_cost.py)."""
     workload: str            # efficiency.csv's workload: lm, cifar, imagenet, ctr, translation
     batch: int = Field(gt=0)   # per rank
     updates: int = Field(gt=0)
     ranks: int = Field(default=1, gt=0)
     runs: int = Field(default=1, gt=0)
+    precision: Literal["fp32", "bf16"] = "fp32"   # train.precision of the runs
 
 
 class FullRuns(Strict):

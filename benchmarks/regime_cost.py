@@ -6,8 +6,8 @@ machine's 2 cores and on one H200, from measured rates only:
 Each such claim declares `regime_cost:` in replications/<paper>/experiments.yaml (analysis/schema.py
 RegimeCost): what its regime needs, in words with the measured number that puts it there, and the
 runs, priced here:
-- `embedded` runs: updates x ranks x runs at this CPU's quiet fp32 s/update for the workload and
-  batch (results/bench/efficiency.csv, rows timed below benchlib.QUIET_LOAD; a batch it has not
+- `embedded` runs: updates x ranks x runs at this CPU's quiet s/update for the workload, batch and
+  precision (results/bench/efficiency.csv, rows timed below benchlib.QUIET_LOAD; a batch it has not
   timed is an error naming the command that times it). Compute only: start-up and evaluation add
   about a third (results/bench/replication_walltime.csv: training is 74% of the default tier's
   core-seconds). On one GPU: updates x ranks x runs x the H200's measured s/update of the workload's
@@ -47,19 +47,19 @@ class CostError(ValueError):
     """A rate the pricing needs is not measured; the message names the file, the key and the command."""
 
 
-def _quiet_fp32(efficiency: pd.DataFrame) -> pd.DataFrame:
-    return efficiency[(efficiency.precision == "fp32") & efficiency.loadavg.map(quiet)]
+def _quiet(efficiency: pd.DataFrame, precision: str) -> pd.DataFrame:
+    return efficiency[(efficiency.precision == precision) & efficiency.loadavg.map(quiet)]
 
 
-def cpu_rates(efficiency: pd.DataFrame) -> dict[tuple[str, int], float]:
-    """(workload, batch) -> median quiet fp32 s/update through codist's loop."""
-    ok = _quiet_fp32(efficiency)
+def cpu_rates(efficiency: pd.DataFrame, precision: str = "fp32") -> dict[tuple[str, int], float]:
+    """(workload, batch) -> median quiet s/update through codist's loop in `precision`."""
+    ok = _quiet(efficiency, precision)
     return {(w, int(b)): float(g.codist_s_per_update.median()) for (w, b), g in ok.groupby(["workload", "batch"])}
 
 
-def cpu_loads(efficiency: pd.DataFrame) -> dict[tuple[str, int], float]:
+def cpu_loads(efficiency: pd.DataFrame, precision: str = "fp32") -> dict[tuple[str, int], float]:
     """(workload, batch) -> the highest load average beside the rows cpu_rates takes its rate from."""
-    ok = _quiet_fp32(efficiency)
+    ok = _quiet(efficiency, precision)
     return {(w, int(b)): float(g.loadavg.max()) for (w, b), g in ok.groupby(["workload", "batch"])}
 
 
@@ -75,20 +75,21 @@ def gpu_rates(check: pd.DataFrame) -> dict[str, tuple[int, float]]:
 
 
 def price_embedded(runs, cpu: dict, gpu: dict) -> tuple[float, float | None, str, str, str]:
-    """(CPU hours on 2 cores, GPU hours or None, the GPU bound, the bases). The H200's rate was measured
+    """(CPU hours on 2 cores, GPU hours or None, the GPU bound, the bases). `cpu`: (workload, batch) ->
+    s/update in fp32, and (workload, batch, "bf16") -> in bf16 (rate_tables). The H200's rate was measured
     at one batch a workload: a run at that batch or above costs at least it an update (">="), one
     below at most ("<="); runs on both sides of it, or a workload it never ran, give no GPU figure."""
     cpu_s, gpu_s, cpu_basis, gpu_basis, sides = 0.0, 0.0, [], [], set()
     for r in runs:
-        rate = cpu.get((r.workload, r.batch))
+        rate = cpu.get(_key(r))
         if rate is None:
-            raise CostError(f"results/bench/efficiency.csv: no quiet fp32 row for workload {r.workload!r} batch "
-                            f"{r.batch} (time it: .venv/bin/python benchmarks/efficiency.py --only {r.workload} "
+            raise CostError(f"results/bench/efficiency.csv: no quiet {r.precision} row for workload {r.workload!r} "
+                            f"batch {r.batch} (time it: .venv/bin/python benchmarks/efficiency.py --only {r.workload} "
                             f"--batches {r.batch})")
         n = r.updates * r.ranks * r.runs
         cpu_s += n * rate
         cpu_basis.append(f"{r.runs} x {r.ranks} rank(s) x {r.updates:,} updates of {r.workload} batch {r.batch} "
-                         f"at {rate:.4g} s")
+                         f"at {rate:.4g} s" + ("" if r.precision == "fp32" else f" ({r.precision})"))
         g = gpu.get(r.workload)
         if g is None:
             sides.add(None)
@@ -100,6 +101,19 @@ def price_embedded(runs, cpu: dict, gpu: dict) -> tuple[float, float | None, str
     bound = next(iter(sides)) if len(sides) == 1 and None not in sides else None
     return (cpu_s / CORES / 3600, None if bound is None else gpu_s / 3600, bound or "",
             "; ".join(cpu_basis), "; ".join(gpu_basis))
+
+
+def _key(r) -> tuple:
+    """CostRuns -> its key in the rate tables: (workload, batch), with the precision where not fp32."""
+    return (r.workload, r.batch) if r.precision == "fp32" else (r.workload, r.batch, r.precision)
+
+
+def rate_tables(efficiency: pd.DataFrame) -> tuple[dict, dict]:
+    """(rates, loads) over both precisions, keyed as _key: fp32 by (workload, batch)."""
+    rates, loads = cpu_rates(efficiency), cpu_loads(efficiency)
+    rates.update({(*k, "bf16"): v for k, v in cpu_rates(efficiency, "bf16").items()})
+    loads.update({(*k, "bf16"): v for k, v in cpu_loads(efficiency, "bf16").items()})
+    return rates, loads
 
 
 def price_full(figures, plan, table, gflops: dict, cpu_peak_gflops: float) -> tuple[float, float, str, str]:
@@ -135,8 +149,7 @@ def price_full(figures, plan, table, gflops: dict, cpu_peak_gflops: float) -> tu
 
 def rows(replications: Path = ROOT / "replications", bench: Path = BENCH) -> list[dict]:
     efficiency = pd.read_csv(bench / "efficiency.csv")
-    cpu, gpu = cpu_rates(efficiency), gpu_rates(pd.read_csv(bench / "codist_check_cuda.csv"))
-    loads = cpu_loads(efficiency)
+    (cpu, loads), gpu = rate_tables(efficiency), gpu_rates(pd.read_csv(bench / "codist_check_cuda.csv"))
     calm = efficiency[efficiency.loadavg.map(quiet)]
     peak_row = calm.loc[calm.gemm_fp32_gflops.idxmax()]
     peak, peak_load = float(peak_row.gemm_fp32_gflops), float(peak_row.loadavg)
@@ -153,7 +166,7 @@ def rows(replications: Path = ROOT / "replications", bench: Path = BENCH) -> lis
                 continue
             cpu_h = gpu_h = 0.0
             cpu_basis, gpu_basis, cpu_bound, gpu_bound = [], [], "=", ">="
-            load = max([loads[(r.workload, r.batch)] for r in cost.embedded if (r.workload, r.batch) in loads]
+            load = max([loads[_key(r)] for r in cost.embedded if _key(r) in loads]
                        + ([peak_load] if cost.full else []), default=None)
             if cost.embedded:
                 h, g, gpu_bound, cb, gb = price_embedded(cost.embedded, cpu, gpu)

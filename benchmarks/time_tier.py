@@ -17,7 +17,8 @@ LOGS/load.log gets a line every 30 s: '<epoch> <1-min load> <foreign>', where fo
 number of runnable threads over the last 30 s (sampled every 2 s from /proc) that are not this
 timing's: a process is the timing's when its environment carries this call's CODIST_TIER_TIMING
 token (make, Snakemake, its jobs, and the warm server and ranks, which inherit it even after they
-leave the driver's process tree). The tier's own ranks load a 2-core machine to 2 and beyond, so the
+leave the driver's process tree; a warm server that was already running when the timing began would
+serve its ranks outside the token, so the timing refuses to start beside one). The tier's own ranks load a 2-core machine to 2 and beyond, so the
 load average alone cannot tell a quiet timing from a shared one; the foreign count can.
 
 Why not Snakemake's --benchmark: it times one job, not a tier, and says nothing of what else ran.
@@ -82,6 +83,20 @@ def sample(path: Path, token: bytes, stop: threading.Event) -> None:
             seen, last = [], time.monotonic()
 
 
+def foreign_warm_servers(token: bytes) -> list[int]:
+    """Pids of codist warm servers this timing did not start: ranks they fork would run outside the
+    timing's token and count as foreign (a server outlives the call that started it by its idle_s)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if b"codist.launching.warm_server" in cmd and token not in Path(f"/proc/{pid}/environ").read_bytes():
+                found.append(int(pid))
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            continue
+    return found
+
+
 def finished(log: Path) -> bool:
     return log.exists() and any(line.startswith("== end ") and line.rstrip().endswith("rc=0")
                                 for line in log.read_text().splitlines())
@@ -119,6 +134,11 @@ def main(argv=None) -> int:
     args.logs.mkdir(parents=True, exist_ok=True)
     token = secrets.token_hex(8)
     env = {**os.environ, MARK: token}
+    stale = foreign_warm_servers(token.encode())
+    if stale:
+        print(f"time_tier: codist warm server(s) already running (pid {', '.join(map(str, stale))}): the timing's "
+              f"ranks would run in them, outside the timing, and count as foreign; stop them first", file=sys.stderr)
+        return 2
     stop = threading.Event()
     sampler = threading.Thread(target=sample, args=(args.logs / "load.log", token.encode(), stop), daemon=True)
     sampler.start()

@@ -145,3 +145,19 @@ def test_a_lower_bound_regime_keeps_only_a_gpu_lower_bound(tmp_path, monkeypatch
     cpu64, cpu8, gpu = (round(100_000 * s / div, 3) for s, div in ((2.0, 2 * 3600), (1.0, 2 * 3600), (0.05, 3600)))
     assert got == {"lower-above": (">=", cpu64, ">=", gpu), "lower-below": (">=", cpu8, "", None),
                    "estimate-above": ("=", cpu64, ">=", gpu), "estimate-below": ("=", cpu8, "<=", gpu)}
+
+
+def test_bf16_runs_are_priced_at_the_quiet_bf16_rate_and_never_at_fp32s():
+    """Issue 50: Anil's saturated designs train in bf16; their runs are priced at the quiet bf16 row of
+    their batch (with its load), and a batch timed only in fp32 is the one-line error, not fp32's rate."""
+    eff = pd.DataFrame([{"workload": "lm", "batch": 4096, "precision": p, "loadavg": load, "codist_s_per_update": s}
+                        for p, load, s in (("fp32", 1.0, 1.7), ("bf16", 1.1, 0.9), ("bf16", 4.0, 5.0))]
+                       + [{"workload": "lm", "batch": 8192, "precision": "fp32", "loadavg": 0.9,
+                           "codist_s_per_update": 3.7}])
+    rates, loads = regime_cost.rate_tables(eff)
+    assert rates[("lm", 4096)] == 1.7 and rates[("lm", 4096, "bf16")] == 0.9 and loads[("lm", 4096, "bf16")] == 1.1
+    bf16 = CostRuns(workload="lm", batch=4096, updates=600, ranks=2, runs=6, precision="bf16")
+    cpu_h, _, _, basis, _ = price_embedded([bf16], rates, {})
+    assert cpu_h == pytest.approx(600 * 2 * 6 * 0.9 / 2 / 3600) and basis.endswith("at 0.9 s (bf16)")
+    with pytest.raises(CostError, match="no quiet bf16 row for workload 'lm' batch 8192"):
+        price_embedded([CostRuns(workload="lm", batch=8192, updates=1, precision="bf16")], rates, {})
