@@ -69,7 +69,7 @@ test-slurm: $(STAMP)
 # (relative to $(RESULTS)/embedded/) makes only those. RESULTS=results regenerates the reference.
 # TIER=paper adds the paper-tier figures (--config tier=paper), TIER=decisive the decisive tier's (the pilots
 # and the runs that decide whether a verdict is an artefact of the stand-in), TIER=real the real tier's (Sodhani's
-# designs on Fashion-MNIST and their pilots), TIER=real-sun Sun's on Fashion-MNIST, TIER=real-sun-k8 Sun's K = 8 there, TIER=anil Anil's Fig. 1a and 2a where sync has saturated, each without the others' (the tiers: analysis/schema.py TIERS). SEEDS=N adds N to every seed list
+# designs on Fashion-MNIST and their pilots), TIER=real-sun Sun's on Fashion-MNIST, TIER=real-sun-k8 Sun's K = 8 there, TIER=anil Anil's Fig. 1a and 2a where sync has saturated, TIER=anil-ablations the rest of Anil's LM design there (with anil's figures, restored with LEDGER=keep), each without the others' (the tiers: analysis/schema.py TIERS). SEEDS=N adds N to every seed list
 # (--config seed_offset=N: fresh seeds, new run ids, into results-seeds+N; the claims say so). LEDGER=keep restores
 # the runs results/embedded/ledger holds instead of training them and keeps each run that finishes there,
 # LEDGER=commit also commits each (workflows/run_ledger.py: a long tier resumes on another machine); LEDGER_DIR=

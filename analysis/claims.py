@@ -63,7 +63,7 @@ state goes to sequential.csv beside claims.csv, which the next plan reads).
 
 Beside the verdict, each row says which tier tested the claim (`tier`: the figure's, schema.TIERS;
 'not tested in this tier', naming the figure's tier and its command, where a figure of another tier
-(paper, decisive, real, real-sun, real-sun-k8, anil) has no tables), which data its verdict stands on (`data`: "generated (<workload>
+(schema.TIERS) has no tables), which data its verdict stands on (`data`: "generated (<workload>
 stand-in)", codist's own generator, or "real: <data set>", from its first series' run config),
 whether its runs used the declared seeds (`seeds`: "declared + N" after make replicate SEEDS=N),
 and when its design was fixed

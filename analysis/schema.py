@@ -21,12 +21,19 @@ KINDS = ("curves", "table", "bars")
 # pilot: `make replicate TIER=real-sun`), real-sun-k8 (Sun's K = 8 on Fashion-MNIST at the fixed total and
 # its pilot, apart from real-sun when its final's measured pilot put the two over 4 h: `make replicate
 # TIER=real-sun-k8`), anil (Anil's Fig. 1a and 2a where sync has saturated, the LM at batch 4,096 in bf16,
-# issue 50: `make replicate TIER=anil`). Apart so that each tier fits 4 h on 2 cores: as one tier the
+# issue 50: `make replicate TIER=anil`), anil-ablations (the rest of Anil's LM design there: label
+# smoothing, same vs disjoint data, stale teachers, the two-phase student: `make replicate
+# TIER=anil-ablations`). Apart so that each tier fits 4 h on 2 cores: as one tier the
 # real images' runs took 4.2 h of wall time under load 3-9 (the runs' recorded elapsed times, two at
 # once) before fig3_fmnist and Sun's seeds 3-4 were added, 6.2 h with them at the same rates; Sodhani's
 # 3.5 h and Sun's 2.7 h of it. Each other tier plans the default figures and its own, not the other
-# tiers'; the full scale plans every figure whatever the tier (workflows/experiments.py in_tier).
-TIERS = ("default", "paper", "decisive", "real", "real-sun", "real-sun-k8", "anil")
+# tiers', except the tiers it builds on (BUILDS_ON); the full scale plans every figure whatever the tier
+# (workflows/experiments.py in_tier).
+TIERS = ("default", "paper", "decisive", "real", "real-sun", "real-sun-k8", "anil", "anil-ablations")
+# A tier whose checks and shared runs are another tier's figures plans that tier's figures too: with
+# LEDGER=keep their runs are restored from the committed run ledger, not trained (so the tier's own
+# 4 h holds); without it they train as well.
+BUILDS_ON = {"anil-ablations": ("anil",)}
 MEASURES = {"final": 0.0, "speedup": 1.0, "churn": 0.0, "comm_ratio": 1.0}   # -> neutral value
 BASES = ("step-matched", "device-matched", "round-matched")
 # what a regime check measures: analysis/regime.py registers each (regime.QUANTITIES, the same names:
@@ -405,7 +412,7 @@ def check_references(spec: Paper, path, scale: str, series_models: dict, metrics
                             f"have {sorted(have)}")
     for c in spec.claims:
         if c.figure in spec.figures and c.figure not in planned:
-            continue   # a claim of another tier's figure (paper, decisive, real, real-sun, real-sun-k8, anil): its runs are not planned
+            continue   # a claim of another tier's figure (TIERS): its runs are not planned
         errs += _claim_refs(c.at(scale), spec, path, scale, series_models, metrics)
     return errs
 

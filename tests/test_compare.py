@@ -213,7 +213,8 @@ def test_what_the_default_tier_did_not_run_is_not_run_in_this_tier_never_differe
             "the real tier's tables and claims: make replicate TIER=real; "
             "the real-sun tier's tables and claims: make replicate TIER=real-sun; "
             "the real-sun-k8 tier's tables and claims: make replicate TIER=real-sun-k8; "
-            "the anil tier's tables and claims: make replicate TIER=anil)") in out, out
+            "the anil tier's tables and claims: make replicate TIER=anil; "
+            "the anil-ablations tier's tables and claims: make replicate TIER=anil-ablations)") in out, out
     assert "1 not run in this tier" in out and "not regenerated: frontier/image.csv, frontier/lm_points.csv: " in out
     # the paper tier run, beside the same reference: compared, not 'not run'
     loc2 = write_results(tmp_path / "loc2", REFERENCE, [0.1, 0.2, 0.3], "holds")
@@ -224,7 +225,8 @@ def test_what_the_default_tier_did_not_run_is_not_run_in_this_tier_never_differe
             "the real tier's tables and claims: make replicate TIER=real; "
             "the real-sun tier's tables and claims: make replicate TIER=real-sun; "
             "the real-sun-k8 tier's tables and claims: make replicate TIER=real-sun-k8; "
-            "the anil tier's tables and claims: make replicate TIER=anil)\n" in out
+            "the anil tier's tables and claims: make replicate TIER=anil; "
+            "the anil-ablations tier's tables and claims: make replicate TIER=anil-ablations)\n" in out
             and "not run in this tier" not in out), out
 
 
@@ -541,7 +543,8 @@ def test_the_report_lists_every_table_and_the_tiers(tmp_path, capsys):
             "tier's tables and claims: `make replicate TIER=decisive`. The real tier's tables and claims: "
             "`make replicate TIER=real`. The real-sun tier's tables and claims: `make replicate TIER=real-sun`. "
             "The real-sun-k8 tier's tables and claims: `make replicate TIER=real-sun-k8`. "
-            "The anil tier's tables and claims: `make replicate TIER=anil`.\n") in md, md
+            "The anil tier's tables and claims: `make replicate TIER=anil`. "
+            "The anil-ablations tier's tables and claims: `make replicate TIER=anil-ablations`.\n") in md, md
     assert md.count("| `") == 3
     table = pd.read_csv(loc / "embedded" / "comparison.csv")
     assert list(table.columns)[:3] == ["kind", "name", "outcome"]

@@ -15,6 +15,7 @@ import pytest
 from test_workflow import BASE, figure, toy_paper
 from test_workflow_run import snakemake
 from workflows import compare, run_ledger
+from workflows.experiments import load_plan
 from workflows.workflow_config import WorkflowConfigError, check
 
 BASE_LEDGER = {**BASE, "workload": {"name": "cifar", "train_size": 256, "val_size": 64}}
@@ -111,6 +112,28 @@ def test_a_teacher_is_not_kept(kept, tmp_path, capsys):
     argv = ["save", "--run", run.name, "--out", str(run), "--ledger", str(tmp_path / "L"), "--teacher", "1"]
     assert run_ledger.main(argv) == 0
     assert "not kept" in capsys.readouterr().out and not (tmp_path / "L").exists()
+
+
+@pytest.mark.slow
+def test_a_teacher_the_ledger_holds_trains_again_and_its_student_reads_its_models(kept, tmp_path):
+    """Issue 50: a run the ledger holds (kept where nothing read its models) becomes a two-phase teacher in
+    another figure (save_model is not in the run id, so it is the same run). The ledger keeps no models,
+    so restoring it would leave its student nothing to read: the teacher trains again, with its models,
+    and the student trains on them."""
+    _, ledger, _, _ = kept
+    base = {**BASE_LEDGER, "train": {**BASE_LEDGER["train"], "save_model": True}}
+    reps = toy_paper(tmp_path / "reps", {"figB": figure(
+        {"teacher": {}, "student": {"algorithm.name": "distill", "algorithm.teacher_run": "@teacher",
+                                    "algorithm.teacher_models": ["0"], "train.save_model": False}}, base=base)})
+    one = load_plan(reps, "embedded").figures[("toy", "figB")].runs[0].run_id   # the teacher: figA's "one"
+    assert (ledger / one / "summary.json").exists()
+    work = tmp_path / "work"
+    snakemake(work, reps, "ledger=keep", f"ledger_dir={ledger}", "-c2", "--", "results/embedded/toy/figB.csv")
+    runs = work / "results" / "embedded" / "runs"
+    assert one in {p.name for p in runs.iterdir()}   # the same run as the ledger's
+    assert (runs / one / "model_0.pt").exists() and not (runs / one / run_ledger.RESTORED).exists()
+    student = next(p for p in runs.iterdir() if p.name != one)
+    assert json.loads((student / "summary.json").read_text())["steps"] == BASE_LEDGER["train"]["steps"]
 
 
 @pytest.mark.slow

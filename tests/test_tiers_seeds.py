@@ -76,13 +76,27 @@ def toy3(root: Path) -> Path:
     return root
 
 
+def test_a_tier_plans_the_figures_of_the_tiers_it_builds_on_and_no_others(tmp_path):
+    """schema.BUILDS_ON: anil-ablations' checks read an anil figure, so it plans anil's figures too;
+    anil does not plan anil-ablations', nor does any tier but those two plan either."""
+    path = toy(tmp_path) / "toy" / "experiments.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["figures"]["sat"] = figure({"a": {"optimizer.lr": 0.4}}, tier="anil")
+    doc["figures"]["abl"] = figure({"a": {"optimizer.lr": 0.4}, "b": {"optimizer.lr": 0.2}}, tier="anil-ablations")
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    small, sat, abl = ("toy", "small"), ("toy", "sat"), ("toy", "abl")
+    got = {tier: set(load_plan(tmp_path, "embedded", tier=tier).figures) for tier in ("default", "anil", "anil-ablations", "paper")}
+    assert got == {"default": {small}, "anil": {small, sat}, "anil-ablations": {small, sat, abl},
+                   "paper": {small, ("toy", "big")}}
+
+
 def test_each_other_tier_plans_the_default_figures_and_its_own_not_the_others(tmp_path):
     toy3(tmp_path)
     small, big, pilot = ("toy", "small"), ("toy", "big"), ("toy", "pilot")
     plans = {tier: load_plan(tmp_path, "embedded", tier=tier) for tier in TIERS}
     assert {tier: set(plan.figures) for tier, plan in plans.items()} == {
         "default": {small}, "paper": {small, big}, "decisive": {small, pilot}, "real": {small},
-        "real-sun": {small}, "real-sun-k8": {small}, "anil": {small}}
+        "real-sun": {small}, "real-sun-k8": {small}, "anil": {small}, "anil-ablations": {small}}
     assert plans["default"].tier_of == {small: "default", big: "paper", pilot: "decisive"}
     # a figure of a tier not asked for: one line naming its own tier's switch
     for tier, fig, other in (("default", "pilot", "decisive"), ("paper", "pilot", "decisive"), ("decisive", "big", "paper")):
@@ -224,7 +238,13 @@ def test_verify_in_one_tier_leaves_the_other_tiers_tables_and_claims_out(monkeyp
     monkeypatch.setattr(sys, "argv", ["verify.py", "--tier", "decisiv"])   # --tier's choices: schema.TIERS
     with pytest.raises(SystemExit) as e:
         verify_main()
-    assert e.value.code == 2 and "(choose from 'default', 'paper', 'decisive', 'real', 'real-sun', 'real-sun-k8', 'anil')" in capsys.readouterr().err
+    assert e.value.code == 2 and ("(choose from 'default', 'paper', 'decisive', 'real', 'real-sun', 'real-sun-k8', "
+                                  "'anil', 'anil-ablations')") in capsys.readouterr().err
+    # a tier keeps the rows of the tiers it builds on (schema.BUILDS_ON), which it regenerates
+    anil = pd.DataFrame({"id": ["c-small", "c-sat", "c-abl"], "tier": ["default", "anil", "anil-ablations"],
+                         "verdict": ["holds"] * 3})
+    assert list(default_tier_rows(anil, "anil-ablations")["id"]) == ["c-small", "c-sat", "c-abl"]
+    assert list(default_tier_rows(anil, "anil")["id"]) == ["c-small", "c-sat"]
 
 
 def test_make_passes_tier_and_seeds_to_the_workflow():

@@ -25,7 +25,7 @@ outcome:
   sd, a target reached in another number of seeds, text where the other side has numbers, a
   difference the seeds do not explain); the first cells that
   differ are named, each with as many digits as show the difference and its relative size;
-- **not run in this tier**: a table of a figure of another tier (paper, decisive, real, real-sun, real-sun-k8, anil: analysis/schema.py
+- **not run in this tier**: a table of a figure of another tier (analysis/schema.py
   TIERS), or a claim, that the tiers which ran do not make (`make replicate TIER=<its tier>` does,
   named per table and claim); never counted as different. In a claims table those claims are left
   out and the rest judged;

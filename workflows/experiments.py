@@ -63,7 +63,7 @@ from codist.launching.launch import threads_per_rank
 from codist.workloads.metrics import LOGGED
 
 # the experiments-file schema lives with the analysis that also reads it
-from analysis.schema import SpecError, check_references, parse, tier_command  # noqa: E402
+from analysis.schema import BUILDS_ON, SpecError, check_references, parse, tier_command  # noqa: E402
 from analysis import regime, sequential  # noqa: E402
 
 # figure kind -> the script (relative to the repository root) that draws it
@@ -277,10 +277,11 @@ EVERY_TIER = "every"
 
 def in_tier(figure_tier: str, tier: str, scale: str) -> bool:
     """Whether a figure of `figure_tier` is planned when `tier` is asked: the default tier plans the
-    default figures, each other tier (paper, decisive, real, real-sun, real-sun-k8, anil: schema.TIERS) the default figures and its own,
+    default figures, each other tier (schema.TIERS) the default figures, its own and those of the tiers it builds on (schema.BUILDS_ON),
     EVERY_TIER all of them. Tiers divide the CPU-sized scales' budget; the full scale is the papers'
     own setups, so it plans every figure whatever the tier."""
-    return figure_tier in ("default", tier) or tier == EVERY_TIER or scale == "full"
+    return (figure_tier in ("default", tier, *BUILDS_ON.get(tier, ())) or tier == EVERY_TIER
+            or scale == "full")
 
 
 def shifted_seeds(seeds: list[int], offset: int, where: str, reach: int = 0) -> list[int]:

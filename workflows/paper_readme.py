@@ -40,7 +40,9 @@ def figure_section(spec: Paper, fig_id: str) -> list[str]:
                    + (f" {_one_line(runs.notes)}" if runs.notes else ""))
     out += ["", "```bash"]
     for scale in fig.scales:
-        out.append(SCALE_COMMAND[scale].format(paper=spec.paper, name=f"{fig_id}.png"))
+        # a figure of another tier is planned at the embedded scale only with its tier (workflows/experiments.py in_tier)
+        tier = f" --config tier={fig.tier}" if scale == "embedded" and fig.tier != "default" else ""
+        out.append(SCALE_COMMAND[scale].format(paper=spec.paper, name=f"{fig_id}.png") + tier)
     out += ["```", ""]
     return out
 

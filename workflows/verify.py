@@ -12,8 +12,8 @@ unit, codist.runlog.machine_column: seconds `_s` (wall_s, setup_s, eval_s, elaps
 left out; so are the PNGs (drawn from these tables) and notebooks (they check themselves against
 claims.csv when they run). TARGETs (paths relative to results/<scale>/, e.g.
 `sun2016/cifar10.csv`) limit the check to those outputs and what they need; without them, the
-whole default replication is regenerated (as long as `make replicate`). `--tier T` (paper,
-decisive, real, real-sun, real-sun-k8, anil: analysis/schema.py TIERS) regenerates that tier's figures too; the tables and claim rows
+whole default replication is regenerated (as long as `make replicate`). `--tier T` (one of
+analysis/schema.py TIERS) regenerates that tier's figures too; the tables and claim rows
 of the tiers not regenerated are left out of the check.
 
 Prints each difference (file, column, first differing rows) and, for a table that differs, whether
@@ -33,18 +33,19 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import sequential
-from analysis.schema import TIERS
+from analysis.schema import BUILDS_ON, TIERS
 from workflows.compare import UNTESTED, exact_differences, judge_table, of_figures, tables, tier_figures
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def default_tier_rows(df: pd.DataFrame, tier: str = "default") -> pd.DataFrame:
-    """A claims table with only the claims of the default tier and of `tier`: without the other tiers'
-    (tested by their tier, or 'not tested in this tier' in this one)."""
+    """A claims table with only the claims of the default tier, of `tier` and of the tiers it builds on
+    (schema.BUILDS_ON: regenerated with it): without the other tiers' (tested by their tier, or 'not
+    tested in this tier' in this one)."""
     if "tier" not in df:
         return df
-    others = [t for t in TIERS if t not in ("default", tier)]
+    others = [t for t in TIERS if t not in ("default", tier, *BUILDS_ON.get(tier, ()))]
     other = df["tier"].isin(others) | df["verdict"].astype(str).str.startswith(UNTESTED)
     return df[~other].reset_index(drop=True)
 
@@ -70,7 +71,7 @@ def main() -> int:
     p.add_argument("--scale", default="embedded")
     p.add_argument("--cores", type=int, default=os.cpu_count() or 2)
     p.add_argument("--tier", default="default", choices=TIERS,
-                   help="another tier (paper, decisive, real, real-sun, real-sun-k8, anil): its figures too (a table of that tier needs it)")
+                   help="another tier (analysis/schema.py TIERS): its figures too (a table of that tier needs it)")
     p.add_argument("--keep", type=Path, default=None, help="regenerate into this (new, empty) folder and keep it")
     args = p.parse_args()
     committed = ROOT / "results" / args.scale

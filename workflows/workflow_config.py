@@ -27,7 +27,7 @@ class WorkflowConfig(BaseModel):
     data_root: str | None = Field(None, min_length=1, description="the folder every relative workload.data_dir "
                                   "is joined to (each run's launch.data_root, made absolute; not part of the run "
                                   "id; default: $CODIST_DATA_ROOT when the runs start)")
-    tier: Literal[TIERS] = Field("default", description="another tier (paper, decisive, real, real-sun, real-sun-k8, anil): its figures too "
+    tier: Literal[TIERS] = Field("default", description="another tier (analysis/schema.py TIERS): its figures too "
                                  "(analysis/schema.py TIERS, Figure.tier; make replicate TIER=<tier>)")
     seed_offset: int = Field(0, ge=0, description="added to every figure's seeds: a rerun with fresh seeds (new run "
                              "ids; make replicate SEEDS=N writes to results-seeds+N); never with results=results")
