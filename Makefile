@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed
 # worth it), so a rank alive always has a core of its own.
 CORES  ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: install lock test test-fast test-slurm replicate verify figures dry-run bench clean-results budget gpu-check
+.PHONY: install lock test test-fast test-slurm replicate verify figures dry-run bench clean-results budget gpu-check gpu-anil
 
 # env/install.sh is the install of every documented route (the lock, then fairseq-fixed without
 # build isolation, then codist, then Fashion-MNIST's Debian package where apt is: env/install_data.sh);
@@ -137,6 +137,24 @@ budget: $(STAMP)
 gpu-check: $(STAMP)
 	PATH=$(abspath $(BIN)):$$PATH $(BIN)/python benchmarks/gpu_codist_check.py
 	$(BIN)/python -m pytest -q -m cuda tests/test_gpu_check.py
+
+# Anil's saturated LM design on this machine's GPU (issue 50 item 4): the anil and anil-ablations tiers'
+# runs (the same run ids) launched on CUDA (--config device=cuda: workflows/on_gpu.py) into $(GPU_RESULTS),
+# its claims (claims_saturated.csv; machine.json names the GPU: the snakemake rule would plan every
+# figure's runs), then compared with the CPU reference. Not yet run on a GPU.
+GPU_RESULTS ?= results-gpu
+GPU_ANIL_FIGURES = fig2a_saturated fig2a_smoothing_saturated fig2b_saturated fig4_saturated sec3_4_1_saturated
+GPU_ANIL_CLAIMS = fig1-saturated fig2a-loss-saturated fig2a-steps-saturated fig2a-ensemble-saturated \
+	fig2a-smoothing-saturated fig2b-saturated fig4-saturated sec3.4.1-saturated
+gpu-anil: $(STAMP)
+	PATH=$(abspath $(BIN)):$$PATH $(BIN)/snakemake \
+		$(foreach f,$(GPU_ANIL_FIGURES),$(GPU_RESULTS)/embedded/anil2018/$(f).png $(GPU_RESULTS)/embedded/anil2018/$(f).csv) \
+		--profile env/profiles/local --cores $(CORES) --config results=$(GPU_RESULTS) tier=anil-ablations device=cuda
+	$(BIN)/python workflows/machine.py --out $(GPU_RESULTS)/embedded/machine.json $(GPU_RESULTS)/embedded/runs/*/manifest.json
+	$(BIN)/python analysis/claims.py --paper replications/anil2018/experiments.yaml \
+		--figures $(GPU_RESULTS)/embedded/anil2018 --costs results/bench/regime_cost.csv --claims $(GPU_ANIL_CLAIMS) \
+		--csv $(GPU_RESULTS)/embedded/anil2018/claims_saturated.csv --markdown $(GPU_RESULTS)/embedded/anil2018/claims_saturated.md
+	$(BIN)/python workflows/compare.py --results $(GPU_RESULTS) --reference results
 
 # The full-scale rehearsal (workflows/rehearsal.py, docs/full-scale.md "The rehearsal"): a miniature of
 # every full-scale data set (codist data fake), then every run `snakemake --config scale=full` plans,

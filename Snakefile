@@ -6,8 +6,9 @@
 
 Config keys: scale (embedded | full, default embedded), results (output root, default results),
 replications (folder of <paper>/experiments.yaml, default the repository's), data_root (the folder
-the full-scale data sets' relative paths are joined to; not part of any run id); any other key or
-value fails at once (schema: workflows/workflow_config.py).
+the full-scale data sets' relative paths are joined to; not part of any run id), tier, seed_offset,
+ledger, ledger_dir, device (cuda: every run on this machine's GPUs, workflows/on_gpu.py), rehearsal; any
+other key or value fails at once (schema and each key's meaning: workflows/workflow_config.py).
 The rules live in workflows/*.smk; what runs for which figure is in replications/.
 """
 

@@ -396,12 +396,18 @@ def cost_texts(costs: Path | None, paper: str) -> dict[str, str]:
     return out
 
 
-def evaluate_with_state(paper_file: Path, figures: Path, scale: str,
-                        costs: Path | None = None) -> tuple[pd.DataFrame, list[dict]]:
+def evaluate_with_state(paper_file: Path, figures: Path, scale: str, costs: Path | None = None,
+                        only: list[str] | None = None) -> tuple[pd.DataFrame, list[dict]]:
     """The claims table and the rows of its sequential claims' state (analysis/sequential.py); a claim
-    not tested in its regime carries what its regime would cost, from `costs` (regime_cost.csv)."""
+    not tested in its regime carries what its regime would cost, from `costs` (regime_cost.csv).
+    `only`: these claims alone (their figures' tables are all it reads: a results root that ran some
+    figures only, as `make gpu-anil`'s)."""
     paper_file = Path(paper_file)
     spec = parse(yaml.safe_load(paper_file.read_text()), paper_file)
+    unknown = sorted(set(only or ()) - {c.id for c in spec.claims})
+    if unknown:
+        raise ClaimError(f"{paper_file}: no claim {', '.join(map(repr, unknown))}; its claims: "
+                         f"{', '.join(c.id for c in spec.claims)}")
 
     def view(fig, seeds=None):
         runs = figures / f"{fig}_runs.json"
@@ -416,6 +422,8 @@ def evaluate_with_state(paper_file: Path, figures: Path, scale: str,
     changes = preregistration.ledger(paper_file.resolve().parent.parent).get(spec.paper, [])
     rows, state = [], []
     for c in spec.claims:
+        if only and c.id not in only:
+            continue
         c = c.at(scale).model_copy(update={"paper_effect": paper_effect.of(c, spec)})   # the power column's effect
         rec = history.get(c.id)
         where = f"{paper_file}: claim {c.id!r}"
@@ -615,6 +623,8 @@ def main(argv=None) -> int:
     p.add_argument("--scale", default="embedded")
     p.add_argument("--combine", nargs="+", help="per-paper claims.csv files to join into one table")
     p.add_argument("--costs", type=Path, help="results/bench/regime_cost.csv (benchmarks/regime_cost.py)")
+    p.add_argument("--claims", nargs="+", default=None, help="these claims of --paper only (no sequential state is "
+                   "written: a partial table)")
     p.add_argument("--csv", required=True)
     p.add_argument("--markdown", required=True)
     args = p.parse_args(argv)
@@ -624,9 +634,15 @@ def main(argv=None) -> int:
     else:
         if not (args.paper and args.figures):
             p.error("--paper and --figures are required without --combine")
-        df, state = evaluate_with_state(Path(args.paper), Path(args.figures), args.scale, args.costs)
+        try:
+            df, state = evaluate_with_state(Path(args.paper), Path(args.figures), args.scale, args.costs, args.claims)
+        except ClaimError as e:
+            print(f"claims: {e}", file=sys.stderr)
+            return 2
         state_file = Path(args.csv).parent / sequential.STATE
-        if state:   # what the next plan reads from this results root (workflows/experiments.py)
+        if args.claims:
+            pass   # a partial table: the next plan's seeds are the full table's to extend
+        elif state:   # what the next plan reads from this results root (workflows/experiments.py)
             sequential.write_state(state_file, state)
         elif state_file.exists():   # no sequential claim any more: a stale state must not extend a figure
             state_file.unlink()

@@ -49,6 +49,12 @@ except ExperimentsError as e:
     raise WorkflowError(f"cannot plan scale {SCALE!r} from {REPLICATIONS}:\n{e}") from None
 if CONFIG.rehearsal and SCALE != "full":
     raise WorkflowError(f"--config rehearsal=true rehearses the full scale; got scale={SCALE!r}")
+if CONFIG.device == "cuda":   # the same runs launched on this machine's GPUs (workflows/on_gpu.py)
+    from workflows.on_gpu import GpuPlanError, on_cuda
+    try:
+        PLAN = on_cuda(PLAN)
+    except GpuPlanError as e:
+        raise WorkflowError(f"--config device=cuda: {e}") from None
 if CONFIG.rehearsal:   # the same plan, each run shrunk as workflows/rehearsal.py allows (and records)
     from workflows.rehearsal import rehearse
     PLAN, _ = rehearse(PLAN)

@@ -2,8 +2,8 @@
 
     python workflows/machine.py --out results/<scale>/machine.json MANIFEST ...
 
-One entry per distinct (CPU model, torch's CPU capability, BLAS, threads, cores, platform, torch)
-with its number of runs. Committed with the results (runs/ is not), so a comparison with another
+One entry per distinct (CPU model, torch's CPU capability, BLAS, threads, cores, platform, torch, and
+for a run on CUDA the device and its GPUs) with its number of runs. Committed with the results (runs/ is not), so a comparison with another
 machine's results (workflows/compare.py) can say on what each was made: AVX2 and AVX-512 kernels,
 or another BLAS, sum floating-point numbers in another order.
 """
@@ -35,6 +35,8 @@ def summarize(manifests) -> list[dict]:
                                       if key == "hardware" else "(package -> version)"))
         hw = m.get("hardware", {})
         entry = tuple((k, hw.get(k)) for k in KEYS if k in hw) + (("torch", m.get("packages", {}).get("torch")),)
+        if str(m.get("device", "")).startswith("cuda"):   # a GPU run (cuda:<i>): its GPUs, not only the host's CPU
+            entry += (("device", "cuda"), ("gpus", ", ".join(hw.get("gpus") or [])))
         found[entry] += 1
     return [{**dict(entry), "runs": n} for entry, n in found.items()]
 

@@ -37,6 +37,9 @@ class WorkflowConfig(BaseModel):
     ledger_dir: str | None = Field(None, min_length=1, description="the ledger folder (default: this "
                                    "checkout's results/<scale>/ledger, whatever the results root): another "
                                    "checkout's, when the runs go from a worktree of a fixed commit")
+    device: Literal["as-declared", "cuda"] = Field(
+        "as-declared", description="cuda: every run launched on this machine's GPUs (workflows/on_gpu.py; the "
+        "same run ids), into a results root of its own (make gpu-anil)")
     rehearsal: bool = Field(False, description="scale=full only: every planned run shrunk as workflows/rehearsal.py "
                             "allows (a few updates, short periods, 2 ranks per group, CPU), under <results>/rehearsal/")
 
@@ -47,6 +50,17 @@ class WorkflowConfig(BaseModel):
         if self.seed_offset and self.results.rstrip("/") == "results":
             raise ValueError("seed_offset: fresh seeds go to their own results root, never into the committed "
                              "reference 'results' (e.g. results=results-seeds+N)")
+        return self
+
+    @model_validator(mode="after")
+    def _gpu_runs_elsewhere(self):
+        # the committed reference is the CPU's: GPU runs of the same ids go beside it, never into it
+        if self.device == "cuda" and self.results.rstrip("/") == "results":
+            raise ValueError("device: cuda runs go to their own results root, never into the committed CPU "
+                             "reference 'results' (e.g. results=results-gpu)")
+        if self.device == "cuda" and (self.ledger != "off" or self.rehearsal):
+            raise ValueError("device: cuda with ledger or rehearsal: the ledger holds the CPU reference's runs "
+                             "(same ids), and a rehearsal is a CPU check; use ledger=off, rehearsal=false")
         return self
 
     @model_validator(mode="after")
