@@ -11,7 +11,9 @@ final pass that draws it): wall time from the first start to the last end, with 
 how many of them ran at once. The runs are the named figures' runs
 (ROOT/embedded/<paper>/<figure>_runs.json) with a summary.json under ROOT; their own elapsed_s are
 summed beside the wall time (oversubscribed ranks on a shared machine: the sum is what the runs
-took one after another, the rest is Snakemake, the analysis and, with lanes, their overlap).
+took one after another, the rest is Snakemake, the analysis and, with lanes, their overlap). Runs
+restored from the run ledger (make replicate LEDGER=keep) were trained elsewhere: counted apart
+(`restored`), in neither sum, and a row with any does not size a tier (it timed only part of it).
 LOAD.log holds '<epoch s> <1-min load average> [<foreign>]' samples (a sampler every 30 s): each row
 notes the load over its call, because the 2-core machine is shared and a timing under load is slower.
 benchmarks/time_tier.py writes the third column, the mean number of runnable threads that were not the
@@ -38,6 +40,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.benchlib import quiet
+from workflows.run_ledger import RESTORED
 
 # The issue's rule for a tier timing: the machine's 1-min load at most 1.5 when the timing starts,
 # and (ours) under a tenth of a core of other work beside it on average: a check of the load alone
@@ -70,18 +73,21 @@ def parse_log(path: Path) -> dict:
             "start_load": float(marks["start"][4]) if marks["start"][4] is not None else None}
 
 
-def runs_of(root: Path, figures: list[tuple[str, str]]) -> dict[str, float]:
-    """run id -> elapsed_s of every finished run of the figures (shared runs counted once)."""
-    out = {}
+def runs_of(root: Path, figures: list[tuple[str, str]]) -> tuple[dict[str, float], set[str]]:
+    """(run id -> elapsed_s of every finished run of the figures that trained there, the ids of those
+    restored from the run ledger instead: workflows/run_ledger.py's marker); shared runs counted once."""
+    out, restored = {}, set()
     for paper, figure in figures:
         manifest = root / "embedded" / paper / f"{figure}_runs.json"
         if not manifest.exists():
             continue
         for r in json.loads(manifest.read_text())["runs"]:
-            summary = root / "embedded" / "runs" / r["run_id"] / "summary.json"
-            if summary.exists():
-                out[r["run_id"]] = float(json.loads(summary.read_text())["elapsed_s"])
-    return out
+            folder = root / "embedded" / "runs" / r["run_id"]
+            if (folder / RESTORED).exists():   # trained by another call (another machine): not this timing's
+                restored.add(r["run_id"])
+            elif (folder / "summary.json").exists():
+                out[r["run_id"]] = float(json.loads((folder / "summary.json").read_text())["elapsed_s"])
+    return out, restored
 
 
 def load_over(path: Path | None, start: int, end: int) -> tuple[float | None, float | None, float | None]:
@@ -105,15 +111,17 @@ def _calls_row(calls: list[dict], figures: list[tuple[str, str]], label: str, ro
                tier: str, cores: int, commit: str, extra: str) -> dict:
     start, end = min(c["start"] for c in calls), max(c["end"] for c in calls)
     at_once = max(sum(c["start"] <= t < c["end"] for c in calls) for t in (c["start"] for c in calls))
-    runs = runs_of(root, figures)
+    runs, restored = runs_of(root, figures)
     mean, peak, foreign = load_over(load, start, end)
     first = min(calls, key=lambda c: c["start"])
     note = (f"{cores}-core machine; {len(calls)} call(s), up to {at_once} at once; "
             + (f"1-min load mean {mean} (max {peak}) over the calls" if mean is not None else "load not sampled")
             + (f", {foreign} runnable threads of others beside them on average" if foreign is not None else "")
             + (f", load {first['start_load']} at the start" if first["start_load"] is not None else "")
+            + (f"; {len(restored)} run(s) restored from the run ledger, not trained by these calls (not in wall_s "
+               f"or runs_elapsed_s)" if restored else "")
             + (f"; {extra}" if extra else ""))
-    return {"figures": label, "tier": tier, "runs": len(runs),
+    return {"figures": label, "tier": tier, "runs": len(runs), "restored": len(restored),
             "wall_s": end - start, "runs_elapsed_s": round(sum(runs.values()), 1), "cores": cores,
             "load_mean": mean, "load_max": peak, "load_at_start": first["start_load"], "foreign_mean": foreign,
             "load_note": note, "rc": max(calls, key=lambda c: c["end"])["rc"],
@@ -148,6 +156,8 @@ def _known(value) -> bool:
 
 
 def _budget(r: pd.Series) -> bool:
+    if _known(r.get("restored")) and r.restored > 0:   # part of the figures' runs: it times no tier
+        return False
     if not _known(r.get("foreign_mean")):   # an older log: the load alone
         return quiet(r.load_max)
     if _known(r.get("total")) and bool(r.get("total")):   # the tier's start: the issue's load rule

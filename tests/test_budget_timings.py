@@ -97,3 +97,30 @@ def test_a_call_shorter_than_the_sampling_period_takes_the_next_sample(tmp_path)
     samples.write_text("1000 0.5 0.0\n1030 2.4 0.8\n1100 9.0 5.0\n")
     assert replicate_time.load_over(samples, 1010, 1017) == (2.4, 2.4, 0.8)   # 1030 covers it
     assert replicate_time.load_over(samples, 1040, 1045) == (None, None, None)   # 1100 is past a period
+
+
+def test_runs_restored_from_the_ledger_are_counted_apart_and_the_row_sizes_no_tier(tmp_path):
+    """A call with LEDGER=keep trained only some of its figures' runs: the restored ones (their
+    restored_from_ledger.json) are in neither the run count nor runs_elapsed_s, and the row, quiet
+    or not, times only part of the tier."""
+    import json
+    from workflows.run_ledger import RESTORED
+    fig = tmp_path / "embedded" / "anil2018"
+    fig.mkdir(parents=True)
+    (fig / "fig4_runs.json").write_text(json.dumps({"runs": [{"run_id": r} for r in ("aaa", "bbb", "ccc")]}))
+    for rid, elapsed, restored in (("aaa", 100.0, False), ("bbb", 200.0, True), ("ccc", 300.0, False)):
+        run = tmp_path / "embedded" / "runs" / rid
+        run.mkdir(parents=True)
+        (run / "summary.json").write_text(json.dumps({"elapsed_s": elapsed}))
+        if restored:
+            (run / RESTORED).write_text("{}")
+    log, samples = tmp_path / "call.log", tmp_path / "load.log"
+    log.write_text("== start fig 2026-12-04T10:00:00Z 1000\nsnakemake results/embedded/anil2018/fig4.png\n"
+                   "== end fig 2026-12-04T10:10:00Z 1600 rc=0\n")
+    samples.write_text("".join(f"{t} 2.5 0.0\n" for t in range(1000, 1601, 30)))
+    got = replicate_time.row([log], tmp_path, samples, "anil", 2, "c")
+    assert (got["runs"], got["restored"], got["runs_elapsed_s"]) == (2, 1, 400.0)
+    assert "1 run(s) restored from the run ledger" in got["load_note"]
+    trained_all = {**got, "restored": 0, "commit": "d"}   # the control: the same timing with nothing restored
+    table = replicate_time.with_budget_figure(pd.DataFrame([got, trained_all]))
+    assert table.budget_figure.tolist() == [False, True]
