@@ -119,7 +119,7 @@ def test_a_teacher_the_ledger_holds_trains_again_and_its_student_reads_its_model
     """Issue 50: a run the ledger holds (kept where nothing read its models) becomes a two-phase teacher in
     another figure (save_model is not in the run id, so it is the same run). The ledger keeps no models,
     so restoring it would leave its student nothing to read: the teacher trains again, with its models,
-    and the student trains on them."""
+    and the student trains on them; also where an earlier call of the same folder had restored it."""
     _, ledger, _, _ = kept
     base = {**BASE_LEDGER, "train": {**BASE_LEDGER["train"], "save_model": True}}
     reps = toy_paper(tmp_path / "reps", {"figB": figure(
@@ -128,8 +128,13 @@ def test_a_teacher_the_ledger_holds_trains_again_and_its_student_reads_its_model
     one = load_plan(reps, "embedded").figures[("toy", "figB")].runs[0].run_id   # the teacher: figA's "one"
     assert (ledger / one / "summary.json").exists()
     work = tmp_path / "work"
-    snakemake(work, reps, "ledger=keep", f"ledger_dir={ledger}", "-c2", "--", "results/embedded/toy/figB.csv")
+    # first, in the same folder, a plan where nothing reads its models: restored from the ledger
+    alone = toy_paper(tmp_path / "alone", {"figA": figure({"one": {}}, base=BASE_LEDGER)})
+    snakemake(work, alone, "ledger=keep", f"ledger_dir={ledger}", "-c2", "--", "results/embedded/toy/figA.csv")
     runs = work / "results" / "embedded" / "runs"
+    assert (runs / one / run_ledger.RESTORED).exists() and not (runs / one / "model_0.pt").exists()
+    # then the plan where it is a teacher: the job's params changed (teacher 1), so Snakemake trains it again
+    snakemake(work, reps, "ledger=keep", f"ledger_dir={ledger}", "-c2", "--", "results/embedded/toy/figB.csv")
     assert one in {p.name for p in runs.iterdir()}   # the same run as the ledger's
     assert (runs / one / "model_0.pt").exists() and not (runs / one / run_ledger.RESTORED).exists()
     student = next(p for p in runs.iterdir() if p.name != one)

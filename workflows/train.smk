@@ -64,6 +64,7 @@ _TRAIN = ("if [ {resources.attempt} -gt 1 ] && [ -e {params.out:q}/.diverged ]; 
 if CONFIG.ledger == "off":
     TRAIN_SHELL, LEDGER_PARAMS = _TRAIN, {}
 else:   # runs whose models another run reads (two-phase teachers) are neither kept nor restored: models never are
+    from workflows.run_ledger import RESTORED
     _TEACHERS = {u for rid in PLAN.configs for u in PLAN.upstream(rid)}
     LEDGER_PARAMS = {"teacher": lambda wc: int(wc.run_id in _TEACHERS)}
     _LEDGER = "{params.python:q} %s ACTION --run {wildcards.run_id} --out {params.out:q} --ledger %s" % (
@@ -74,6 +75,8 @@ else:   # runs whose models another run reads (two-phase teachers) are neither k
     TRAIN_SHELL = "; ".join([
         # a teacher is never restored either: the ledger holds no models, and its student reads them
         "if [ {params.teacher} -eq 0 ] && %s > {log:q} 2>&1; then exit 0; fi" % _LEDGER.replace("ACTION", "restore", 1),
+        # training over an earlier restore (the run became a teacher): its marker would misname the new run
+        "rm -f {params.out:q}/%s" % RESTORED,
         _TRAIN.replace("> {log:q} 2>&1", ">> {log:q} 2>&1"),
         "%s >> {log:q} 2>&1 || echo 'codist ledger: run {wildcards.run_id} finished but was not kept (its log "
         "says why)' >&2" % _SAVE])
