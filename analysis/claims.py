@@ -640,12 +640,11 @@ def main(argv=None) -> int:
             print(f"claims: {e}", file=sys.stderr)
             return 2
         state_file = Path(args.csv).parent / sequential.STATE
-        if args.claims:
-            pass   # a partial table: the next plan's seeds are the full table's to extend
-        elif state:   # what the next plan reads from this results root (workflows/experiments.py)
-            sequential.write_state(state_file, state)
-        elif state_file.exists():   # no sequential claim any more: a stale state must not extend a figure
-            state_file.unlink()
+        if not args.claims:   # a partial table writes no state: the next plan's seeds are the full table's to extend
+            if state:   # what the next plan reads from this results root (workflows/experiments.py)
+                sequential.write_state(state_file, state)
+            elif state_file.exists():   # no sequential claim any more: a stale state must not extend a figure
+                state_file.unlink()
         heading = f"Claims of {df['paper'].iloc[0] if len(df) else args.paper} ({args.scale} scale)"
     if len(df):
         df["n"] = df["n"].astype("Int64")   # seed counts: a column with blanks reads as float ("3.0 seeds")

@@ -54,6 +54,11 @@ def groups(tier: str, scale: str = "embedded") -> list[tuple[str, list[str]]]:
     return [("default", default), *own, ("rest", [])]
 
 
+def _not_ours(pid: str, token: bytes) -> bool:
+    """Whether process `pid` is not this timing's: its environment lacks the timing's token."""
+    return token not in Path(f"/proc/{pid}/environ").read_bytes()
+
+
 def foreign_runnable_threads(token: bytes) -> int:
     """Runnable threads of every process that is not this timing's (no `token` in its environment)."""
     count = 0
@@ -64,7 +69,7 @@ def foreign_runnable_threads(token: bytes) -> int:
             for tid in os.listdir(f"/proc/{pid}/task"):
                 stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
                 running += stat[stat.rindex(")") + 2] == "R"
-            if running and int(pid) != me and token not in Path(f"/proc/{pid}/environ").read_bytes():
+            if running and int(pid) != me and _not_ours(pid, token):
                 count += running
         except (FileNotFoundError, ProcessLookupError, PermissionError, ValueError):
             continue   # gone while read
@@ -90,7 +95,7 @@ def foreign_warm_servers(token: bytes) -> list[int]:
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-            if b"codist.launching.warm_server" in cmd and token not in Path(f"/proc/{pid}/environ").read_bytes():
+            if b"codist.launching.warm_server" in cmd and _not_ours(pid, token):
                 found.append(int(pid))
         except (FileNotFoundError, ProcessLookupError, PermissionError):
             continue
