@@ -63,7 +63,9 @@ state goes to sequential.csv beside claims.csv, which the next plan reads).
 
 Beside the verdict, each row says which tier tested the claim (`tier`: the figure's, schema.TIERS;
 'not tested in this tier', naming the figure's tier and its command, where a figure of another tier
-(schema.TIERS) has no tables), which data its verdict stands on (`data`: "generated (<workload>
+(schema.TIERS) has no tables; but where such a claim's checks that read other figures have tables and one
+is refuted or not established, the rule's step 3 from those alone, with that figure's tier: no run of its
+own could give it a verdict until that check is shown), which data its verdict stands on (`data`: "generated (<workload>
 stand-in)", codist's own generator, or "real: <data set>", from its first series' run config),
 whether its runs used the declared seeds (`seeds`: "declared + N" after make replicate SEEDS=N),
 and when its design was fixed
@@ -251,9 +253,7 @@ def judge(c: Claim, manifest: dict, figures: Path, scale: str, tables, seeds=Non
         raise ClaimError(str(e)) from None
     out["regime"] = "; ".join(r.text() for r in results if not r.design)
     out["design"] = "; ".join(r.text() for r in results if r.design)
-    out["regime_checks"] = json.dumps([{"check": r.check, "state": r.state, "design": r.design, "value": _round(r.value),
-                                        "low": _round(r.low), "high": _round(r.high), "n": r.n,
-                                        "requirement": r.requirement} for r in results]) if results else ""
+    out["regime_checks"] = checks_json(results)
     iv, per, reached = effects(c, manifest, figures, seeds)
     if look:
         iv = stats.at_confidence(iv, look.confidence)
@@ -285,6 +285,13 @@ def judge(c: Claim, manifest: dict, figures: Path, scale: str, tables, seeds=Non
     if v == "inconclusive" and (look is None or look.last):
         v = "inconclusive: " + inconclusive_kind(c, iv, neutral)
     return {**out, "verdict": v}
+
+
+def checks_json(results: list) -> str:
+    """The regime_checks column: each check's state, value, bounds and requirement ('' without checks)."""
+    return json.dumps([{"check": r.check, "state": r.state, "design": r.design, "value": _round(r.value),
+                        "low": _round(r.low), "high": _round(r.high), "n": r.n,
+                        "requirement": r.requirement} for r in results]) if results else ""
 
 
 def _round(x: float):
@@ -357,6 +364,41 @@ def verdict_fields(c: Claim, manifest: dict, figures: Path, scale: str, view) ->
         c.sequential.looks, manifest.get("declared_seeds") or held, set(held),
         lambda lk: judge(c, manifest_of(manifest, lk.seeds), figures, scale, tables_for(lk.seeds), lk.seeds, lk))
     return {**fields, "sequential": sequential.describe(look, needed)}, (look, needed)
+
+
+def stopped_elsewhere(c: Claim, spec, view, tier: str) -> dict | None:
+    """A claim of another tier whose figure has no tables, but whose regime checks that read only other
+    figures (`figure:` set, its `over` too) have tables here and one of them is refuted or not
+    established: its verdict is the rule's step 3 from those runs alone, since no run of its own
+    figure could give a verdict until that check is shown (issue 50: the anil-ablations claims read
+    fig2a_saturated's saturation check). Returns its verdict fields, with the tier, seeds and data of the
+    figure whose runs decided it, or None: nothing readable here stops it."""
+    def elsewhere(q) -> bool:
+        return bool(q.figure) and q.figure != c.figure
+    results, used = [], []
+    for r in c.regime:
+        if regime.is_design(r) or not elsewhere(r) or (r.over is not None and not elsewhere(r.over)):
+            continue
+        try:
+            results.append(regime.evaluate(r, c, view))
+        except regime.RegimeError:   # that figure's tables are not here either
+            continue
+        used.append(r)
+    failed = [(res, r) for res, r in zip(results, used) if res.state in ("refuted", "not established")]
+    if not failed:
+        return None
+    refuted = [(res, r) for res, r in failed if res.state == "refuted"]
+    kind = "not in the paper's regime" if refuted else "regime not established"
+    stops = refuted or failed
+    deciding = stops[0][1]
+    note = (f" (read on figure {deciding.figure}'s runs; figure {c.figure}, in the {tier} tier, was not run: no run of it "
+            f"could give a verdict until this is shown)")
+    fields = {"verdict": f"{kind}: " + "; ".join(res.reason() for res, _ in stops) + note,
+              "regime": "; ".join(res.text() for res in results),
+              "regime_checks": checks_json(results)}
+    manifest = view(deciding.figure)[0]
+    return {**fields, "tier": spec.figures[deciding.figure].tier, "seeds": seeds_text(manifest),
+            "data": data_of(manifest, deciding.series or c.a)}
 
 
 def evaluate(paper_file: Path, figures: Path, scale: str, costs: Path | None = None) -> pd.DataFrame:
@@ -442,6 +484,7 @@ def evaluate_with_state(paper_file: Path, figures: Path, scale: str, costs: Path
             elif other_tier:
                 fields = {"verdict": f"not tested in this tier: figure {c.figure!r} is in the {tier} tier "
                                      f"({tier_command(tier)})"}
+                fields = stopped_elsewhere(c, spec, view, tier) or fields
             elif declared or c.full_scale_only:
                 fields, stop = verdict_fields(c, manifest, figures, scale, view)
                 if stop:

@@ -806,3 +806,36 @@ def test_a_claim_no_scale_runs_needs_no_tables_in_any_tier(tmp_path, tier):
         spec.write_text(yaml.safe_dump(doc))
         with pytest.raises(claims.ClaimError, match=r"claim 'tested': figure 'f' has no .*f_runs.json"):
             claims.evaluate(spec, figures, "embedded")
+
+
+def test_another_tiers_claim_is_stopped_by_a_check_read_on_a_figure_that_ran(figure_dir, tmp_path):
+    """Figure 'g' (paper tier) never ran; its claims' checks that read figure 'f' (which ran) decide
+    them when one is refuted or not established (the rule's step 3: no run of 'g' could give a
+    verdict), with f's tier and seeds; a shown one, or a check that reads 'g' itself (or whose `over`
+    does), leaves 'not tested in this tier'."""
+    doc = spec_doc()
+    doc["figures"]["g"] = {**doc["figures"]["f"], "tier": "paper"}
+    plateau = {"check": "b has plateaued", "source": "Fig. 9: 'b stops improving'", "quantity": "last_gain",
+               "series": "b", "figure": "f", "max": 0.02}
+    own = {**plateau, "check": "g's b has plateaued", "figure": "g"}
+    over_own = {**plateau, "check": "over g", "over": {"quantity": "difference", "series": "a", "b": "b", "figure": "g"}}
+    doc["claims"] = [c_(id="refuted", figure="g", regime=[plateau]),
+                     c_(id="unsettled", figure="g", regime=[{**plateau, "max": 0.05}]),
+                     c_(id="shown", figure="g", regime=[{**plateau, "max": 0.5}]),
+                     c_(id="own", figure="g", regime=[own, over_own])]
+    spec = tmp_path / "experiments.yaml"
+    spec.write_text(yaml.safe_dump(doc))
+    df = claims.evaluate(spec, figure_dir, "embedded").set_index("id")
+    note = " (read on figure f's runs; figure g, in the paper tier, was not run: no run of it could give a verdict until this is shown)"
+    # b's last-quarter gains on f: 0.08 [0.02942, 0.1306] over 3 seeds (test_a_failed_regime_check_gives_no_verdict)
+    assert df.loc["refuted", "verdict"] == ("not in the paper's regime: b has plateaued: 0.08 [0.02942, 0.1306] over 3 "
+                                            "seeds vs <= 0.02" + note)
+    assert df.loc["unsettled", "verdict"].startswith("regime not established: b has plateaued: 0.08 [0.02942, 0.1306] "
+                                                     "over 3 seeds vs <= 0.05; about ")
+    assert df.loc["unsettled", "verdict"].endswith(note)
+    assert json.loads(df.loc["unsettled", "regime_checks"])[0]["state"] == "not established"
+    assert (df.loc["refuted", "tier"], df.loc["refuted", "seeds"]) == ("default", "declared")
+    assert "b has plateaued: 0.08 [0.02942, 0.1306] over 3 seeds (<= 0.02): refuted" == df.loc["refuted", "regime"]
+    for cid in ("shown", "own"):
+        assert df.loc[cid, "verdict"] == "not tested in this tier: figure 'g' is in the paper tier (make replicate TIER=paper)"
+        assert df.loc[cid, "tier"] == ""
