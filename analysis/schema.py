@@ -203,6 +203,9 @@ class CostRuns(Strict):
     ranks: int = Field(default=1, gt=0)
     runs: int = Field(default=1, gt=0)
     precision: Literal["fp32", "bf16"] = "fp32"   # train.precision of the runs
+    # launch.allocator of the runs: "reuse" is priced at benchmarks/lm_levers.py's quiet rows (efficiency.csv
+    # times the system allocator only, 1.5-1.8x slower for the LM at 8,192 and 16,384)
+    allocator: Literal["system", "reuse"] = "system"
 
 
 class FullRuns(Strict):

@@ -8,7 +8,8 @@ RegimeCost): what its regime needs, in words with the measured number that puts 
 runs, priced here:
 - `embedded` runs: updates x ranks x runs at this CPU's quiet s/update for the workload, batch and
   precision (results/bench/efficiency.csv, rows timed below benchlib.QUIET_LOAD; a batch it has not
-  timed is an error naming the command that times it). Compute only: start-up and evaluation add
+  timed is an error naming the command that times it); runs on the reuse allocator (`allocator:
+  reuse`, the LM only) at results/bench/lm_levers.csv's quiet fused-LSTM rows of the same CPU. Compute only: start-up and evaluation add
   about a third (results/bench/replication_walltime.csv: training is 74% of the default tier's
   core-seconds). On one GPU: updates x ranks x runs x the H200's measured s/update of the workload's
   embedded preset (results/bench/codist_check_cuda.csv, at its batch): a lower bound for runs at that
@@ -82,14 +83,19 @@ def price_embedded(runs, cpu: dict, gpu: dict) -> tuple[float, float | None, str
     cpu_s, gpu_s, cpu_basis, gpu_basis, sides = 0.0, 0.0, [], [], set()
     for r in runs:
         rate = cpu.get(_key(r))
+        if rate is None and r.allocator == "reuse":
+            raise CostError(f"results/bench/lm_levers.csv: no quiet fused-{r.precision}-reuse row for workload "
+                            f"{r.workload!r} batch {r.batch} on efficiency.csv's CPU (time it: .venv/bin/python "
+                            f"benchmarks/lm_levers.py --batches {r.batch} --variants fused-{r.precision}-reuse)")
         if rate is None:
             raise CostError(f"results/bench/efficiency.csv: no quiet {r.precision} row for workload {r.workload!r} "
                             f"batch {r.batch} (time it: .venv/bin/python benchmarks/efficiency.py --only {r.workload} "
                             f"--batches {r.batch})")
         n = r.updates * r.ranks * r.runs
         cpu_s += n * rate
+        how = ([] if r.precision == "fp32" else [r.precision]) + (["reuse allocator"] if r.allocator == "reuse" else [])
         cpu_basis.append(f"{r.runs} x {r.ranks} rank(s) x {r.updates:,} updates of {r.workload} batch {r.batch} "
-                         f"at {rate:.4g} s" + ("" if r.precision == "fp32" else f" ({r.precision})"))
+                         f"at {rate:.4g} s" + (f" ({', '.join(how)})" if how else ""))
         g = gpu.get(r.workload)
         if g is None:
             sides.add(None)
@@ -104,15 +110,34 @@ def price_embedded(runs, cpu: dict, gpu: dict) -> tuple[float, float | None, str
 
 
 def _key(r) -> tuple:
-    """CostRuns -> its key in the rate tables: (workload, batch), with the precision where not fp32."""
+    """CostRuns -> its key in the rate tables: (workload, batch), with the precision where not fp32; on the
+    reuse allocator (workload, batch, precision, "reuse")."""
+    if r.allocator == "reuse":
+        return (r.workload, r.batch, r.precision, "reuse")
     return (r.workload, r.batch) if r.precision == "fp32" else (r.workload, r.batch, r.precision)
 
 
-def rate_tables(efficiency: pd.DataFrame) -> tuple[dict, dict]:
-    """(rates, loads) over both precisions, keyed as _key: fp32 by (workload, batch)."""
+def reuse_rates(levers: pd.DataFrame, cpu: str) -> tuple[dict, dict]:
+    """(rates, loads) keyed ("lm", batch, precision, "reuse"): the median quiet s/update of lm_levers.csv's
+    fused LSTM, uncompiled, on the reuse allocator, measured on `cpu` (the CPU of efficiency.csv's rows,
+    so every rate of a claim is one machine's), and the highest load beside those rows."""
+    ok = levers[(levers.allocator == "reuse") & (levers.lstm == "fused") & ~levers["compile"].astype(bool)
+                & (levers.cpu == cpu) & levers.loadavg.map(quiet)]
+    groups = ok.groupby(["batch", "precision"])
+    return ({("lm", int(b), p, "reuse"): float(g.s_per_update.median()) for (b, p), g in groups},
+            {("lm", int(b), p, "reuse"): float(g.loadavg.max()) for (b, p), g in groups})
+
+
+def rate_tables(efficiency: pd.DataFrame, levers: pd.DataFrame | None = None) -> tuple[dict, dict]:
+    """(rates, loads) over both precisions, keyed as _key: fp32 by (workload, batch); with `levers`
+    (lm_levers.csv), the LM's reuse-allocator rows on efficiency.csv's CPU too."""
     rates, loads = cpu_rates(efficiency), cpu_loads(efficiency)
     rates.update({(*k, "bf16"): v for k, v in cpu_rates(efficiency, "bf16").items()})
     loads.update({(*k, "bf16"): v for k, v in cpu_loads(efficiency, "bf16").items()})
+    if levers is not None and len(efficiency):
+        r, lo = reuse_rates(levers, efficiency.cpu.mode().iloc[0])
+        rates.update(r)
+        loads.update(lo)
     return rates, loads
 
 
@@ -149,7 +174,8 @@ def price_full(figures, plan, table, gflops: dict, cpu_peak_gflops: float) -> tu
 
 def rows(replications: Path = ROOT / "replications", bench: Path = BENCH) -> list[dict]:
     efficiency = pd.read_csv(bench / "efficiency.csv")
-    (cpu, loads), gpu = rate_tables(efficiency), gpu_rates(pd.read_csv(bench / "codist_check_cuda.csv"))
+    levers = pd.read_csv(bench / "lm_levers.csv") if (bench / "lm_levers.csv").exists() else None
+    (cpu, loads), gpu = rate_tables(efficiency, levers), gpu_rates(pd.read_csv(bench / "codist_check_cuda.csv"))
     calm = efficiency[efficiency.loadavg.map(quiet)]
     peak_row = calm.loc[calm.gemm_fp32_gflops.idxmax()]
     peak, peak_load = float(peak_row.gemm_fp32_gflops), float(peak_row.loadavg)

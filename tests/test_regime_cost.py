@@ -161,3 +161,27 @@ def test_bf16_runs_are_priced_at_the_quiet_bf16_rate_and_never_at_fp32s():
     assert cpu_h == pytest.approx(600 * 2 * 6 * 0.9 / 2 / 3600) and basis.endswith("at 0.9 s (bf16)")
     with pytest.raises(CostError, match="no quiet bf16 row for workload 'lm' batch 8192"):
         price_embedded([CostRuns(workload="lm", batch=8192, updates=1, precision="bf16")], rates, {})
+
+
+def test_reuse_allocator_runs_are_priced_at_lm_levers_quiet_rows_of_the_same_cpu():
+    """Issue 50's LM runs use launch.allocator reuse, 1.5-1.8x faster than the system allocator that
+    efficiency.csv times: such runs are priced at lm_levers.csv's quiet fused, uncompiled, reuse row of
+    efficiency.csv's CPU (another CPU's, a loaded one's, a compiled one's never), and a batch without one
+    is the one-line error naming lm_levers.py."""
+    eff = pd.DataFrame([{"workload": "lm", "batch": 8192, "precision": "bf16", "loadavg": 1.0,
+                         "codist_s_per_update": 2.47, "cpu": "Xeon"}])
+    levers = pd.DataFrame([{"cpu": c, "batch": 8192, "precision": "bf16", "lstm": lstm, "compile": comp,
+                            "allocator": alloc, "s_per_update": s, "loadavg": load}
+                           for c, lstm, comp, alloc, s, load in (
+                               ("Xeon", "fused", False, "reuse", 1.34, 0.99), ("Xeon", "fused", False, "system", 2.15, 0.99),
+                               ("Xeon", "fused", False, "reuse", 9.0, 3.5), ("Xeon", "unrolled", True, "reuse", 2.06, 1.0),
+                               ("EPYC", "fused", False, "reuse", 0.5, 1.0))])
+    rates, loads = regime_cost.rate_tables(eff, levers)
+    assert rates[("lm", 8192, "bf16", "reuse")] == 1.34 and loads[("lm", 8192, "bf16", "reuse")] == 0.99
+    assert rates[("lm", 8192, "bf16")] == 2.47                       # the system allocator's, unchanged
+    reuse = CostRuns(workload="lm", batch=8192, updates=600, ranks=2, runs=6, precision="bf16", allocator="reuse")
+    cpu_h, _, _, basis, _ = price_embedded([reuse], rates, {})
+    assert cpu_h == pytest.approx(600 * 2 * 6 * 1.34 / 2 / 3600) and basis.endswith("at 1.34 s (bf16, reuse allocator)")
+    with pytest.raises(CostError, match=r"lm_levers\.csv: no quiet fused-bf16-reuse row for workload 'lm' batch 4096 .*"
+                                        r"lm_levers\.py --batches 4096 --variants fused-bf16-reuse\)"):
+        price_embedded([reuse.model_copy(update={"batch": 4096})], rates, {})
