@@ -839,3 +839,23 @@ def test_another_tiers_claim_is_stopped_by_a_check_read_on_a_figure_that_ran(fig
     for cid in ("shown", "own"):
         assert df.loc[cid, "verdict"] == "not tested in this tier: figure 'g' is in the paper tier (make replicate TIER=paper)"
         assert df.loc[cid, "tier"] == ""
+
+
+def test_a_refuted_check_elsewhere_outranks_an_unsettled_one_and_absent_tables_are_skipped(figure_dir, tmp_path):
+    """Of another tier's claim's checks on other figures, a refuted one decides the verdict (as step 3:
+    "not in the paper's regime", naming only the refuted), one on a figure with no tables here (h, also
+    of another tier) is left out of the row, and the claim's tier is that of the figure read."""
+    doc = spec_doc()
+    doc["figures"]["g"] = {**doc["figures"]["f"], "tier": "paper"}
+    doc["figures"]["h"] = {**doc["figures"]["f"], "tier": "decisive"}
+    plateau = {"check": "b has plateaued", "source": "s", "quantity": "last_gain", "series": "b", "figure": "f"}
+    doc["claims"] = [c_(id="both", figure="g", regime=[{**plateau, "check": "on h", "figure": "h", "max": 0.5},
+                                                         {**plateau, "check": "loose", "max": 0.05},
+                                                         {**plateau, "check": "tight", "max": 0.02}])]
+    spec = tmp_path / "experiments.yaml"
+    spec.write_text(yaml.safe_dump(doc))
+    row = claims.evaluate(spec, figure_dir, "embedded").set_index("id").loc["both"]
+    assert row["verdict"].startswith("not in the paper's regime: tight: 0.08 [0.02942, 0.1306] over 3 seeds vs <= 0.02 (read")
+    assert "loose" not in row["verdict"] and "on h" not in row["regime"]
+    assert [c["check"] for c in json.loads(row["regime_checks"])] == ["loose", "tight"]
+    assert row["tier"] == "default"
