@@ -9,8 +9,8 @@ runs, priced here:
 - `embedded` runs: updates x ranks x runs at this CPU's quiet s/update for the workload, batch and
   precision (results/bench/efficiency.csv, rows timed below benchlib.QUIET_LOAD; a batch it has not
   timed is an error naming the command that times it); runs on the reuse allocator (`allocator:
-  reuse`, the LM only) at results/bench/lm_levers.csv's quiet fused-LSTM rows of the same CPU. Compute only: start-up and evaluation add
-  about a third (results/bench/replication_walltime.csv: training is 74% of the default tier's
+  reuse`, the LM only) at results/bench/lm_levers.csv's quiet fused-LSTM rows of the same CPU.
+  Compute only: start-up and evaluation add about a third (results/bench/replication_walltime.csv: training is 74% of the default tier's
   core-seconds). On one GPU: updates x ranks x runs x the H200's measured s/update of the workload's
   embedded preset (results/bench/codist_check_cuda.csv, at its batch): a lower bound for runs at that
   batch or larger (a larger batch takes no less time an update), an upper bound for smaller ones.
