@@ -185,3 +185,41 @@ def test_reuse_allocator_runs_are_priced_at_lm_levers_quiet_rows_of_the_same_cpu
     with pytest.raises(CostError, match=r"lm_levers\.csv: no quiet fused-bf16-reuse row for workload 'lm' batch 4096 .*"
                                         r"lm_levers\.py --batches 4096 --variants fused-bf16-reuse\)"):
         price_embedded([reuse.model_copy(update={"batch": 4096})], rates, {})
+
+
+def test_a_regime_of_embedded_and_full_runs_keeps_a_gpu_figure_only_as_a_lower_bound(tmp_path, monkeypatch):
+    """A claim priced by embedded runs and a full-scale figure (regime_cost.rows): the GPU hours add up
+    only where the embedded part is itself a lower bound (runs at or above the batch the H200 ran);
+    below it, the sum bounds nothing: no GPU figure. A full figure alone is the budget's projection ('=').
+    price_full is stubbed (1 CPU hour, 2 GPU hours): this pins how the two parts combine."""
+    paper = tmp_path / "replications" / "toy"
+    paper.mkdir(parents=True)
+
+    def claim(cid, embedded):
+        return {"id": cid, "claim": "x", "figure": "f", "basis": "step-matched", "measure": "final", "a": "a",
+                "b": "b", "regime_cost": {"needs": "bigger runs", "full": [{"figure": "toy/f"}],
+                                          "embedded": embedded}}
+    (paper / "experiments.yaml").write_text(yaml.safe_dump({
+        "paper": "toy", "figures": {"f": {"title": "t", "kind": "curves", "scales": {
+            "embedded": {"base": {"seed": 0}, "seeds": [0, 1, 2], "series": {"a": {}, "b": {}}}}}},
+        "claims": [claim("both-above", [{"workload": "lm", "batch": 64, "updates": 100_000}]),
+                   claim("both-below", [{"workload": "lm", "batch": 8, "updates": 100_000}]),
+                   claim("full-only", [])]}))
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    pd.DataFrame([{"workload": "lm", "batch": b, "precision": "fp32", "loadavg": 0.5, "codist_s_per_update": s,
+                   "gemm_fp32_gflops": 50.0} for b, s in ((64, 2.0), (8, 1.0))]).to_csv(bench / "efficiency.csv",
+                                                                                      index=False)
+    pd.DataFrame([{"device": "cuda", "workload": "lm",
+                   "final_metric": '{"step": 100, "samples": 3200, "wall_s": 5.0, "val_loss": 1.'}]
+                 ).to_csv(bench / "codist_check_cuda.csv", index=False)
+    pd.DataFrame([{"gpu": "h200", "model": "m", "train_gflops_per_sample": 1.0}]).to_csv(bench / "gpu_throughput.csv",
+                                                                                          index=False)
+    monkeypatch.setattr(regime_cost, "PAPERS", ("toy",))
+    monkeypatch.setattr(regime_cost, "_full_plan", lambda replications, bench: ("plan", "table"))
+    monkeypatch.setattr(regime_cost, "price_full", lambda *a: (1.0, 2.0, "cpu basis", "gpu basis"))
+    got = {r["claim"]: (r["cpu_bound"], r["cpu_h_2cores"], r["gpu_h_one"]) for r in regime_cost.rows(tmp_path / "replications", bench)}
+    cpu64, cpu8, gpu = (100_000 * s / div for s, div in ((2.0, 2 * 3600), (1.0, 2 * 3600), (0.05, 3600)))
+    assert got == {"both-above": (">=", round(cpu64 + 1.0, 3), round(gpu + 2.0, 3)),
+                   "both-below": (">=", round(cpu8 + 1.0, 3), None),
+                   "full-only": (">=", 1.0, 2.0)}
