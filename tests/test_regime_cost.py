@@ -111,6 +111,22 @@ def test_a_rate_records_the_highest_load_beside_its_quiet_rows():
     assert regime_cost.cpu_loads(eff) == {("lm", 8): 1.2, ("lm", 16): 0.2}
 
 
+def toy_bench(tmp_path):
+    """A bench folder: this CPU times lm at batch 64 (2 s an update) and 8 (1 s), quietly; the H200 ran lm
+    at batch 32, 0.05 s an update."""
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    pd.DataFrame([{"workload": "lm", "batch": b, "precision": "fp32", "loadavg": 0.5, "codist_s_per_update": s,
+                   "gemm_fp32_gflops": 50.0} for b, s in ((64, 2.0), (8, 1.0))]).to_csv(bench / "efficiency.csv",
+                                                                                      index=False)
+    pd.DataFrame([{"device": "cuda", "workload": "lm",
+                   "final_metric": '{"step": 100, "samples": 3200, "wall_s": 5.0, "val_loss": 1.'}]
+                 ).to_csv(bench / "codist_check_cuda.csv", index=False)
+    pd.DataFrame([{"gpu": "h200", "model": "m", "train_gflops_per_sample": 1.0}]).to_csv(bench / "gpu_throughput.csv",
+                                                                                          index=False)
+    return bench
+
+
 def test_a_lower_bound_regime_keeps_only_a_gpu_lower_bound(tmp_path, monkeypatch):
     """Issue 52, mutant P09 (regime_cost.rows, `bound: lower`): where the regime's runs are only known
     from below, both costs are lower bounds: the CPU's '=' becomes '>=', a GPU '>=' (runs at or above
@@ -129,16 +145,7 @@ def test_a_lower_bound_regime_keeps_only_a_gpu_lower_bound(tmp_path, monkeypatch
             "embedded": {"base": {"seed": 0}, "seeds": [0, 1, 2], "series": {"a": {}, "b": {}}}}}},
         "claims": [claim("lower-above", 64, "lower"), claim("lower-below", 8, "lower"),
                    claim("estimate-above", 64, "estimate"), claim("estimate-below", 8, "estimate")]}))
-    bench = tmp_path / "bench"
-    bench.mkdir()
-    pd.DataFrame([{"workload": "lm", "batch": b, "precision": "fp32", "loadavg": 0.5, "codist_s_per_update": s,
-                   "gemm_fp32_gflops": 50.0} for b, s in ((64, 2.0), (8, 1.0))]).to_csv(bench / "efficiency.csv",
-                                                                                      index=False)
-    pd.DataFrame([{"device": "cuda", "workload": "lm",
-                   "final_metric": '{"step": 100, "samples": 3200, "wall_s": 5.0, "val_loss": 1.'}]
-                 ).to_csv(bench / "codist_check_cuda.csv", index=False)
-    pd.DataFrame([{"gpu": "h200", "model": "m", "train_gflops_per_sample": 1.0}]).to_csv(bench / "gpu_throughput.csv",
-                                                                                          index=False)
+    bench = toy_bench(tmp_path)
     monkeypatch.setattr(regime_cost, "PAPERS", ("toy",))
     got = {r["claim"]: (r["cpu_bound"], r["cpu_h_2cores"], r["gpu_bound"], r["gpu_h_one"])
            for r in regime_cost.rows(tmp_path / "replications", bench)}
@@ -205,16 +212,7 @@ def test_a_regime_of_embedded_and_full_runs_keeps_a_gpu_figure_only_as_a_lower_b
         "claims": [claim("both-above", [{"workload": "lm", "batch": 64, "updates": 100_000}]),
                    claim("both-below", [{"workload": "lm", "batch": 8, "updates": 100_000}]),
                    claim("full-only", [])]}))
-    bench = tmp_path / "bench"
-    bench.mkdir()
-    pd.DataFrame([{"workload": "lm", "batch": b, "precision": "fp32", "loadavg": 0.5, "codist_s_per_update": s,
-                   "gemm_fp32_gflops": 50.0} for b, s in ((64, 2.0), (8, 1.0))]).to_csv(bench / "efficiency.csv",
-                                                                                      index=False)
-    pd.DataFrame([{"device": "cuda", "workload": "lm",
-                   "final_metric": '{"step": 100, "samples": 3200, "wall_s": 5.0, "val_loss": 1.'}]
-                 ).to_csv(bench / "codist_check_cuda.csv", index=False)
-    pd.DataFrame([{"gpu": "h200", "model": "m", "train_gflops_per_sample": 1.0}]).to_csv(bench / "gpu_throughput.csv",
-                                                                                          index=False)
+    bench = toy_bench(tmp_path)
     monkeypatch.setattr(regime_cost, "PAPERS", ("toy",))
     monkeypatch.setattr(regime_cost, "_full_plan", lambda replications, bench: ("plan", "table"))
     monkeypatch.setattr(regime_cost, "price_full", lambda *a: (1.0, 2.0, "cpu basis", "gpu basis"))
