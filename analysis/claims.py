@@ -263,12 +263,9 @@ def judge(c: Claim, manifest: dict, figures: Path, scale: str, tables, seeds=Non
     out.update(n=iv.n, effect_mean=iv.mean, effect_sd=iv.sd, interval_low=iv.low, interval_high=iv.high,
                method=iv.method, reached=reached, power=power_text(c, iv, neutral),
                per_seed="; ".join(f"{k}: {v:.4g}" if isinstance(v, float) else f"{k}: {v}" for k, v in per.items()))
-    refuted = [r for r in results if r.state == "refuted"]
-    unsettled = [r for r in results if r.state == "not established"]
-    if refuted:
-        return {**out, "verdict": "not in the paper's regime: " + "; ".join(r.reason() for r in refuted)}
-    if unsettled:
-        return {**out, "verdict": "regime not established: " + "; ".join(r.reason() for r in unsettled)}
+    stopped = regime_verdict(results)
+    if stopped:
+        return {**out, "verdict": stopped}
     if lost:   # a verdict is drawn from every planned seed or from none: never silently from fewer
         return {**out, "verdict": f"incomplete: {len(planned) - len(lost)} of {len(planned)} planned seeds "
                                   f"usable (seed {', '.join(lost)}: a run missing or a non-finite value)"}
@@ -285,6 +282,16 @@ def judge(c: Claim, manifest: dict, figures: Path, scale: str, tables, seeds=Non
     if v == "inconclusive" and (look is None or look.last):
         v = "inconclusive: " + inconclusive_kind(c, iv, neutral)
     return {**out, "verdict": v}
+
+
+def regime_verdict(results: list) -> str | None:
+    """Step 3: 'not in the paper's regime: <each refuted check>' where any check is refuted, else 'regime
+    not established: <each unsettled one>'; None where every check is shown."""
+    for state, kind in (("refuted", "not in the paper's regime"), ("not established", "regime not established")):
+        stops = [r for r in results if r.state == state]
+        if stops:
+            return f"{kind}: " + "; ".join(r.reason() for r in stops)
+    return None
 
 
 def checks_json(results: list) -> str:
@@ -375,26 +382,23 @@ def stopped_elsewhere(c: Claim, spec, view, tier: str) -> dict | None:
     figure whose runs decided it, or None: nothing readable here stops it."""
     def elsewhere(q) -> bool:
         return bool(q.figure) and q.figure != c.figure
-    results, used = [], []
+    read = []   # (check, its result)
     for r in c.regime:
         if regime.is_design(r) or not elsewhere(r) or (r.over is not None and not elsewhere(r.over)):
             continue
         try:
-            results.append(regime.evaluate(r, c, view))
+            read.append((r, regime.evaluate(r, c, view)))
         except regime.RegimeError:   # that figure's tables are not here either
             continue
-        used.append(r)
-    failed = [(res, r) for res, r in zip(results, used) if res.state in ("refuted", "not established")]
-    if not failed:
+    results = [res for _, res in read]
+    verdict = regime_verdict(results)
+    if verdict is None:
         return None
-    refuted = [(res, r) for res, r in failed if res.state == "refuted"]
-    kind = "not in the paper's regime" if refuted else "regime not established"
-    stops = refuted or failed
-    deciding = stops[0][1]
+    state = "refuted" if any(res.state == "refuted" for res in results) else "not established"
+    deciding = next(r for r, res in read if res.state == state)
     note = (f" (read on figure {deciding.figure}'s runs; figure {c.figure}, in the {tier} tier, was not run: no run of it "
             f"could give a verdict until this is shown)")
-    fields = {"verdict": f"{kind}: " + "; ".join(res.reason() for res, _ in stops) + note,
-              "regime": "; ".join(res.text() for res in results),
+    fields = {"verdict": verdict + note, "regime": "; ".join(res.text() for res in results),
               "regime_checks": checks_json(results)}
     manifest = view(deciding.figure)[0]
     return {**fields, "tier": spec.figures[deciding.figure].tier, "seeds": seeds_text(manifest),
