@@ -131,11 +131,15 @@ def reuse_rates(levers: pd.DataFrame, cpu: str) -> tuple[dict, dict]:
 def rate_tables(efficiency: pd.DataFrame, levers: pd.DataFrame | None = None) -> tuple[dict, dict]:
     """(rates, loads) over both precisions, keyed as _key: fp32 by (workload, batch); with `levers`
     (lm_levers.csv), the LM's reuse-allocator rows on efficiency.csv's CPU too."""
+    cpus = sorted(efficiency.cpu.dropna().unique()) if "cpu" in efficiency else []
+    if len(cpus) > 1:   # a median over two machines' rows is neither machine's rate
+        raise CostError(f"results/bench/efficiency.csv: rows of {len(cpus)} CPUs ({'; '.join(cpus)}); a claim's rates "
+                        f"must be one machine's (time every row on one: benchmarks/efficiency.py replaces only the rows it measures)")
     rates, loads = cpu_rates(efficiency), cpu_loads(efficiency)
     rates.update({(*k, "bf16"): v for k, v in cpu_rates(efficiency, "bf16").items()})
     loads.update({(*k, "bf16"): v for k, v in cpu_loads(efficiency, "bf16").items()})
     if levers is not None and len(efficiency):
-        r, lo = reuse_rates(levers, efficiency.cpu.mode().iloc[0])
+        r, lo = reuse_rates(levers, cpus[0])
         rates.update(r)
         loads.update(lo)
     return rates, loads

@@ -27,6 +27,11 @@ def test_embedded_runs_are_priced_at_the_measured_rates():
     both = small + runs
     _, g, b, _, _ = price_embedded(both, {("lm", 16): 1.0, **cpu}, gpu)
     assert g is None and b == ""
+    # a workload the H200 never ran gives no GPU figure, and the runs after it are still priced on the CPU
+    unseen = [CostRuns(workload="ctr", batch=8192, updates=100)] + runs
+    cpu_h2, g2, _, basis2, _ = price_embedded(unseen, {("ctr", 8192): 1.0, **cpu}, gpu)
+    assert g2 is None and cpu_h2 == pytest.approx(cpu_h + 100 * 1.0 / 2 / 3600)
+    assert basis2.count("updates of lm batch 8192") == 2
 
 
 def test_a_batch_this_cpu_has_not_timed_is_one_line_naming_the_command():
@@ -60,11 +65,18 @@ def test_a_full_scale_figure_costs_one_h200_what_the_budget_says():
                                                               for r in plan.figures[("sodhani2020", "sec4")].runs}},
                                                 100.0)
     assert gpu_h == pytest.approx(rows[("sodhani2020", "sec4")].gpu_hours["fp32"])
-    assert cpu_h > 0
+    # the CPU bound: every run's samples x 2 GFLOP (forwards of teachers added) at 2 cores x 100 GFLOP/s, to 12
+    # digits (a FLOP count started at 1 instead of 0 is 1e-10 of it)
+    flops = 0.0
+    for rid in dict.fromkeys(r.run_id for r in plan.figures[("sodhani2020", "sec4")].runs):
+        cfg = plan.config(rid)
+        flops += (cfg.train.steps * (1 + budget.FORWARD_SHARE * budget.extra_forwards(cfg))
+                  * cfg.train.batch_per_rank * cfg.parallel.world_size * 2.0)
+    assert cpu_h == pytest.approx(flops / (2 * 100.0) / 3600, rel=1e-12) and cpu_h > 0
     twice = regime_cost.price_full([FullRuns(figure="sodhani2020/sec4", times=2)], plan, table,
                                    {budget.model_key(plan.config(r.run_id)): 2.0
                                     for r in plan.figures[("sodhani2020", "sec4")].runs}, 100.0)
-    assert twice[0] == pytest.approx(2 * cpu_h) and twice[1] == pytest.approx(2 * gpu_h)
+    assert twice[0] == pytest.approx(2 * cpu_h, rel=1e-12) and twice[1] == pytest.approx(2 * gpu_h)
 
 
 def test_the_claims_table_carries_a_cost_only_where_the_regime_was_not_tested(tmp_path):
@@ -192,6 +204,17 @@ def test_reuse_allocator_runs_are_priced_at_lm_levers_quiet_rows_of_the_same_cpu
     with pytest.raises(CostError, match=r"lm_levers\.csv: no quiet fused-bf16-reuse row for workload 'lm' batch 4096 .*"
                                         r"lm_levers\.py --batches 4096 --variants fused-bf16-reuse\)"):
         price_embedded([reuse.model_copy(update={"batch": 4096})], rates, {})
+
+
+def test_rates_from_two_cpus_are_one_line_naming_them():
+    """A median over two machines' rows is neither's rate: efficiency.csv with rows of two CPUs (a partial
+    rerun after the machine changed) is one line naming the file and both CPUs, never a price."""
+    eff = pd.DataFrame([{"workload": "lm", "batch": 8192, "precision": "fp32", "loadavg": 1.0,
+                         "codist_s_per_update": s, "cpu": c} for c, s in (("Xeon", 3.7), ("EPYC", 3.2))])
+    with pytest.raises(CostError, match=r"^results/bench/efficiency\.csv: rows of 2 CPUs \(EPYC; Xeon\); .*one machine's"):
+        regime_cost.rate_tables(eff)
+    rates, _ = regime_cost.rate_tables(eff[eff.cpu == "Xeon"])
+    assert rates == {("lm", 8192): 3.7}
 
 
 def test_a_regime_of_embedded_and_full_runs_keeps_a_gpu_figure_only_as_a_lower_bound(tmp_path, monkeypatch):
