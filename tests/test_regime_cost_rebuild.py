@@ -26,15 +26,19 @@ def committed_costs() -> dict[tuple[str, str], str]:
 
 
 def test_regime_cost_csv_rebuilt_from_the_code_is_the_committed_one(tmp_path, capsys):
-    assert regime_cost.main(["--out", str(tmp_path)]) == 0
-    capsys.readouterr()
-    rebuilt, committed = pd.read_csv(tmp_path / "regime_cost.csv"), pd.read_csv(COSTS)
+    out = tmp_path / "new" / "bench"   # a folder not yet made, two levels down
+    assert regime_cost.main(["--out", str(out)]) == 0
+    printed = capsys.readouterr().out.splitlines()   # the table it wrote, one line a claim under its header
+    assert printed[0].split() == ["paper", "claim", "cpu_bound", "cpu_h_2cores", "gpu_bound", "gpu_h_one"]
+    rebuilt, committed = pd.read_csv(out / "regime_cost.csv"), pd.read_csv(COSTS)
+    assert [line.split()[:2] for line in printed[1:]] == [[p, c] for p, c in zip(committed.paper, committed.claim)]
+    assert not list(out.glob("*.tmp"))
     assert list(zip(rebuilt.paper, rebuilt.claim)) == list(zip(committed.paper, committed.claim))
     for col in committed.columns:   # name the first differing cell of each column before the byte check
         differ = [(p, c, a, b) for p, c, a, b in zip(committed.paper, committed.claim, committed[col], rebuilt[col])
                   if not (a == b or (pd.isna(a) and pd.isna(b)))]
         assert not differ, f"{col}: committed vs rebuilt: {differ[:3]}"
-    assert (tmp_path / "regime_cost.csv").read_text() == COSTS.read_text()
+    assert (out / "regime_cost.csv").read_text() == COSTS.read_text()
 
 
 def test_the_claims_regime_cost_column_is_cost_texts_of_the_committed_csv():
