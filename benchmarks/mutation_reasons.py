@@ -9,6 +9,9 @@ on line numbers.
 from __future__ import annotations
 
 REASONS: list[tuple[str, str, str, str, str, str]] = [
+    ("benchmarks/regime_cost.py", "NumberReplacer", "r, lo = reuse_rates(levers, cpus[0])",
+     "r, lo = reuse_rates(levers, cpus[ -1])", "equivalent",
+     "rate_tables raises above on more than one CPU, so cpus holds one name here and its first is its last"),
     ("analysis/aggregate.py", "ReplaceFalseWithTrue", 'g = table.groupby("series", sort=False)',
      'g = table.groupby("series", sort=True)', "equivalent",
      "series_means reindexes its result by the figure's series order after the groupby, so the groupby's own order never shows"),

@@ -39,6 +39,18 @@ def test_regime_cost_csv_rebuilt_from_the_code_is_the_committed_one(tmp_path, ca
                   if not (a == b or (pd.isna(a) and pd.isna(b)))]
         assert not differ, f"{col}: committed vs rebuilt: {differ[:3]}"
     assert (out / "regime_cost.csv").read_text() == COSTS.read_text()
+    # a rerun into the folder it made (results/bench exists on every rerun) replaces the file with the same bytes
+    assert regime_cost.main(["--out", str(out)]) == 0
+    capsys.readouterr()
+    assert (out / "regime_cost.csv").read_text() == COSTS.read_text()
+
+
+def test_help_says_what_the_script_writes(capsys):
+    with pytest.raises(SystemExit) as e:
+        regime_cost.main(["--help"])
+    assert e.value.code == 0
+    words = " ".join(capsys.readouterr().out.split())   # argparse wraps the description to the terminal
+    assert " ".join(regime_cost.__doc__.splitlines()[0].split()) in words
 
 
 def test_the_claims_regime_cost_column_is_cost_texts_of_the_committed_csv():
