@@ -788,3 +788,61 @@ def test_a_manifest_whose_hardware_is_not_an_object_is_one_line_naming_file_and_
     (ref / "embedded" / "machine.json").write_text(json.dumps({"machines": 5}))
     _one_line_error(capsys, ["--results", str(loc), "--reference", str(ref)],
                     f"compare: {ref / 'embedded' / 'machine.json'}: not a machine record (")
+
+
+def test_a_row_without_a_seed_count_is_named_and_the_rows_after_it_still_judged():
+    """A paper table's row with no seed count (on both sides: a count that differs is a changed fixed column,
+    named before this) cannot be judged by its spread: it is named ('no seed count'), and the rows after it
+    are still judged (the second row's jump is named too)."""
+    cols = ["row", "series", "model", "error_pct paper", "error_pct ours mean", "error_pct ours sd", "error_pct n",
+            "paper source"]
+    ref = pd.DataFrame([["MA-DNN G, K=2", "MA-DNN, K=2", "G", 8.4, 37.7, 2.0, 3, "Table 1"],
+                        ["EC-DNN G, K=2", "EC-DNN, K=2", "G", 8.2, 36.0, 2.0, 3, "Table 1"]], columns=cols)
+    ref.loc[0, "error_pct n"] = float("nan")
+    loc = ref.copy()
+    loc.loc[0, "error_pct ours mean"] = 37.8
+    loc.loc[1, "error_pct ours mean"] = 60.0
+    outcome, why = compare.judge_table(ref, loc)
+    assert outcome == "different"
+    assert any("MA-DNN G, K=2" in w and "no seed count" in w for w in why)
+    assert any("EC-DNN G, K=2" in w and "outside" in w for w in why)
+    # and the next quantity of the same row: a second triple (top-1) after the first's missing count
+    for t in (ref, loc):
+        t["top1 ours mean"], t["top1 ours sd"], t["top1 n"] = 62.3, 2.0, 3
+    loc.loc[0, "top1 ours mean"] = 90.0
+    why = compare.judge_table(ref, loc)[1]
+    assert any(w.startswith("top1 [MA-DNN G, K=2") and "outside" in w for w in why)
+
+
+def test_text_in_a_numeric_column_names_its_first_row():
+    ref = figure_table(REFERENCE)
+    loc = ref.copy()
+    loc["final_metric"] = loc["final_metric"].astype(object)
+    loc.loc[2, "final_metric"], loc.loc[4, "final_metric"] = "garbage", "junk"
+    out = compare.text_in_numbers(ref, loc, ["final_metric"])
+    assert len(out) == 1 and "2 cell(s) not a number here, e.g. row 2: 'garbage'" in out[0]
+
+
+def test_the_restored_line_counts_only_runs_restored_from_the_ledger(tmp_path):
+    from workflows import run_ledger
+    for rid in ("a", "b"):
+        run = tmp_path / "runs" / rid
+        run.mkdir(parents=True)
+        (run / "summary.json").write_text("{}")
+        (run / "metrics.jsonl").write_bytes(b'{"step": 1}\n')
+    assert compare.restored_line(tmp_path) == ""   # none restored: nothing to say
+    run = tmp_path / "runs" / "a"
+    (run / run_ledger.RESTORED).write_text(json.dumps({"metrics": run_ledger.metrics_record((run / "metrics.jsonl").read_bytes())}))
+    assert compare.restored_line(tmp_path).startswith("1 of your 2 runs were restored from the run ledger")
+
+
+def test_a_spread_lost_on_one_side_is_not_called_the_same_cell():
+    """Same mean, but the seeds' sd gone here (NaN): nothing says the seeds agree, so the cell is not skipped
+    as unchanged; its half-width is NaN and explains nothing."""
+    cols = ["row", "series", "model", "error_pct paper", "error_pct ours mean", "error_pct ours sd", "error_pct n",
+            "paper source"]
+    ref = pd.DataFrame([["MA-DNN G, K=2", "MA-DNN, K=2", "G", 8.4, 37.7, 2.0, 3, "Table 1"]], columns=cols)
+    loc = ref.copy()
+    loc.loc[0, "error_pct ours sd"] = float("nan")
+    outcome, why = compare.judge_table(ref, loc)
+    assert outcome == "different" and "MA-DNN G, K=2" in why[0]
