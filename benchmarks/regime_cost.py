@@ -8,7 +8,8 @@ RegimeCost): what its regime needs, in words with the measured number that puts 
 runs, priced here:
 - `embedded` runs: updates x ranks x runs at this CPU's quiet s/update for the workload, batch and
   precision (results/bench/efficiency.csv, rows timed below benchlib.QUIET_LOAD; a batch it has not
-  timed is an error naming the command that times it); runs on the reuse allocator (`allocator:
+  timed is an error naming the command that times it; rows of two CPUs are an error too: a median
+  over two machines is neither's rate); runs on the reuse allocator (`allocator:
   reuse`, the LM only) at results/bench/lm_levers.csv's quiet fused-LSTM rows of the same CPU.
   Compute only: start-up and evaluation add about a third (results/bench/replication_walltime.csv: training is 74% of the default tier's
   core-seconds). On one GPU: updates x ranks x runs x the H200's measured s/update of the workload's
