@@ -139,9 +139,11 @@ def changed_lines(diff: str) -> tuple[str, str]:
 
 def reason_for(module: str, operator: str, old: str, new: str) -> tuple[str, str] | None:
     """(status, reason) a reviewer gave this mutant in mutation_reasons.REASONS, matched on the
-    module, the operator and the changed line (not the line number, which moves with edits)."""
+    module, the operator and the changed line, stripped (not the line number, which moves with edits; a
+    file's last line comes out of the diff with a trailing ' / ')."""
+    old, new = old.strip(), new.strip()
     for r in REASONS:
-        if r[0] == module and r[1] == operator.removeprefix("core/") and r[2] == old and r[3] == new:
+        if r[0] == module and r[1] == operator.removeprefix("core/") and r[2].strip() == old and r[3].strip() == new:
             return r[4], r[5]
     return None
 

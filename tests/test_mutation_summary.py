@@ -36,3 +36,14 @@ def test_every_row_of_the_committed_summary_names_a_measured_module_that_exists(
     rows = list(csv.DictReader((ROOT / "results/bench/mutation_summary.csv").open()))
     stale = [r["module"] for r in rows if r["module"] not in TARGETS or not (ROOT / r["module"]).is_file()]
     assert not stale, f"rows of modules that moved or left benchmarks/mutation_targets.py: {stale}"
+
+
+def test_a_reviewed_mutant_is_matched_on_its_stripped_lines():
+    """mutation_reasons.py says its lines are matched stripped: a file's last line comes out of cosmic-ray's
+    diff with a trailing ' / ' and space, and a reviewed reason must still find it."""
+    from benchmarks import mutation
+    from benchmarks.mutation_reasons import REASONS
+    module, operator, old, new, status, reason = next(r for r in REASONS if r[2].endswith(" /"))
+    assert mutation.reason_for(module, "core/" + operator, old + " ", new + " ") == (status, reason)
+    assert mutation.reason_for(module, "core/" + operator, "  " + old, new) == (status, reason)
+    assert mutation.reason_for(module, "core/" + operator, old, new + " x") is None
