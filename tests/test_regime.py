@@ -324,3 +324,47 @@ def test_a_check_reads_its_own_figure_series_and_b_else_the_claims():
     # the check's own b (g has no t, the claim's b): u - s = 0.61 - 0.9, higher accuracy is better
     assert value(quantity="difference", figure="g", series="u", b="s") == pytest.approx(0.61 - 0.9)
     assert value(quantity="difference", series="t", b="s") == pytest.approx(-0.11)  # f's t - s
+
+
+def _least_seeds(n, mean, sd, upto):
+    """By hand: the least m >= max(n, 2) with t(0.95, m-1) sd / sqrt(m) < |mean|, or None up to `upto`."""
+    return next((m for m in range(max(n, 2), upto + 1) if st.t.ppf(0.95, m - 1) * sd / m ** 0.5 < abs(mean)), None)
+
+
+def test_seeds_to_settle_is_the_least_count_whose_bound_clears_zero_up_to_its_search_bound():
+    assert regime.MAX_SEEDS_ASKED == 1000
+    for n, mean, sd in ((3, 0.01, 0.02), (6, -0.004, 0.01), (1, 1.0, 0.5), (1, -1.0, 0.5), (2, 0.3, 0.01)):
+        assert regime.seeds_to_settle(n, mean, sd) == _least_seeds(n, mean, sd, 1000), (n, mean, sd)
+    assert regime.seeds_to_settle(1, 5.0, 0.1) == 2           # one seed: the count starts at two, not three
+    assert regime.seeds_to_settle(12, 5.0, 0.1) == 12         # already settled by its own count
+    # at the search bound: a mean that 1,000 seeds settle and 999 do not, and one that needs 1,001
+    bound = {m: st.t.ppf(0.95, m - 1) * 0.01 / m ** 0.5 for m in (999, 1000, 1001)}
+    assert regime.seeds_to_settle(3, (bound[999] + bound[1000]) / 2, 0.01) == 1000
+    assert regime.seeds_to_settle(3, (bound[1000] + bound[1001]) / 2, 0.01) is None
+    # no spread, a mean on the bound, no mean: never
+    assert regime.seeds_to_settle(3, 0.01, 0.0) is None and regime.seeds_to_settle(3, 0.0, 0.01) is None
+    assert regime.seeds_to_settle(3, float("nan"), 0.01) is None
+
+
+@pytest.mark.parametrize("gains, text", [
+    ([0.02], "a single seed has no bound"),
+    ([0.01 + 1e-6, 0.01 - 1e-4, 0.01 + 1e-4], "more than 1,000 seeds would settle it at the measured sd"),
+])
+def test_each_unsettled_check_says_why_no_count_of_seeds_is_given(gains, text):
+    r = plateau(gains)
+    assert r.state == "not established" and r.settle.startswith(text), r.settle
+
+
+def test_a_check_with_both_bounds_says_what_settles_the_unsettled_side():
+    """min 0 and max 0.01: the min side is shown (every gain above 0), the max side straddles 0.01."""
+    sun = [0.020, -0.002, 0.016]
+    r = plateau([g + 0.004 for g in sun], min=-0.5)
+    assert r.state == "not established" and r.settle.startswith("about ") and "more seeds would settle it" in r.settle
+
+
+def test_a_mean_exactly_on_the_bound_is_settled_by_no_count_of_seeds():
+    """Final values 0.25 and 0.75 against max 0.5: the contrast's mean is exactly 0 with a spread."""
+    r = evaluate({"check": "m ends at most 0.5", "quantity": "value", "series": "m", "metric": "val_accuracy",
+                  "max": 0.5}, gain_curves([-0.25, 0.25]))
+    assert r.state == "not established"
+    assert r.settle == "no number of seeds would settle it: the mean sits on the bound"
