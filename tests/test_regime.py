@@ -368,3 +368,16 @@ def test_a_mean_exactly_on_the_bound_is_settled_by_no_count_of_seeds():
                   "max": 0.5}, gain_curves([-0.25, 0.25]))
     assert r.state == "not established"
     assert r.settle == "no number of seeds would settle it: the mean sits on the bound"
+
+
+def test_a_bound_exactly_on_the_threshold_counts_and_a_missing_bound_settles_nothing():
+    """The one-sided bound may touch the threshold (>= 0 for a min, <= 0 for a max); a NaN on either side of
+    the interval settles nothing. A design fact exactly on a bound is inside it."""
+    assert regime._state(0.0, 0.5, "min") == "shown" and regime._state(-0.5, 0.0, "min") == "not established"
+    assert regime._state(-0.5, 0.0, "max") == "shown" and regime._state(0.0, 0.5, "max") == "not established"
+    assert regime._state(-0.5, -0.1, "min") == "refuted" and regime._state(0.1, 0.5, "max") == "refuted"
+    for low, high in ((math.nan, 0.5), (0.1, math.nan)):
+        assert regime._state(low, high, "min") == regime._state(low, high, "max") == "not established"
+    fact = RegimeCheck(check="epochs", quantity="epochs", series="m", min=45.0, max=90.0, source="a test")
+    assert regime._inside(fact, 45.0) and regime._inside(fact, 90.0)
+    assert not regime._inside(fact, 90.001) and not regime._inside(fact, math.nan)
