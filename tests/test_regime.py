@@ -381,3 +381,22 @@ def test_a_bound_exactly_on_the_threshold_counts_and_a_missing_bound_settles_not
     fact = RegimeCheck(check="epochs", quantity="epochs", series="m", min=45.0, max=90.0, source="a test")
     assert regime._inside(fact, 45.0) and regime._inside(fact, 90.0)
     assert not regime._inside(fact, 90.001) and not regime._inside(fact, math.nan)
+
+
+def test_the_registry_rejects_what_it_cannot_read():
+    """label_noise_floor needs both label_noise and classes (a resolved config has both: one alone is an
+    error, not a KeyError later); design_value refuses a measured quantity by name; the registry's and
+    the results' records are immutable, and each quantity documents itself."""
+    import dataclasses
+    for w in ({"name": "imagenet", "label_noise": 0.1}, {"name": "imagenet", "classes": 20}):
+        with pytest.raises(regime.RegimeError, match="has no label_noise / classes"):
+            regime.label_noise_floor({"workload": w})
+    q = RegimeCheck(check="m", quantity="last_gain", series="m", max=0.01, source="a test")
+    with pytest.raises(regime.RegimeError, match="'last_gain' is not a design quantity; have .*'epochs'"):
+        regime.design_value(q, {})
+    quantity = regime.QUANTITIES["epochs"]
+    assert quantity.doc and quantity.doc == __import__("inspect").getdoc(quantity.fn)
+    r = plateau([0.001, 0.002, 0.0015])
+    for record, field in ((quantity, "design"), (r, "state")):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(record, field, None)
