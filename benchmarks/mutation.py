@@ -131,16 +131,16 @@ def toml_config(module: str, command: list[str], timeout: float, lines: list[str
 
 
 def changed_lines(diff: str) -> tuple[str, str]:
-    """(old line, new line) of a one-line mutant's unified diff, stripped."""
+    """(old line, new line) of a one-line mutant's unified diff, stripped; blank lines left out (a file's
+    last line comes with a removed or added empty one when the mutant drops its final newline)."""
     old = [ln[1:].strip() for ln in diff.splitlines() if ln.startswith("-") and not ln.startswith("---")]
     new = [ln[1:].strip() for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
-    return " / ".join(old), " / ".join(new)
+    return " / ".join(x for x in old if x), " / ".join(x for x in new if x)
 
 
 def reason_for(module: str, operator: str, old: str, new: str) -> tuple[str, str] | None:
     """(status, reason) a reviewer gave this mutant in mutation_reasons.REASONS, matched on the
-    module, the operator and the changed line, stripped (not the line number, which moves with edits; a
-    file's last line comes out of the diff with a trailing ' / ')."""
+    module, the operator and the changed line, stripped (not the line number, which moves with edits)."""
     old, new = old.strip(), new.strip()
     for r in REASONS:
         if r[0] == module and r[1] == operator.removeprefix("core/") and r[2].strip() == old and r[3].strip() == new:

@@ -8,27 +8,30 @@ on line numbers.
 """
 from __future__ import annotations
 
+# stats.detectable's root search: a mutant of its bracket only
+_BRACKET = ("only the bracket brentq searches moves: power - target changes sign once inside both brackets (power rises from 0 to 1 with the margin or effect), so the root is the same to brentq's tolerance (2e-12), far below the 3 digits a table prints")
+
 REASONS: list[tuple[str, str, str, str, str, str]] = [
     ('analysis/stats.py', 'ReplaceBinaryOperator_Div_Mul',
      'se = sd / math.sqrt(n)',
      'se = sd * math.sqrt(n)', "equivalent",
-     "only the bracket brentq searches moves: power - target changes sign once inside both brackets (power rises from 0 to 1 with the margin or effect), so the root is the same to brentq's tolerance (2e-12), far below the 3 digits a table prints"),
+     _BRACKET),
     ('analysis/stats.py', 'NumberReplacer',
      'return float(brentq(lambda w: power(n, sd, neutral, neutral, within=w) - target, 1e-12 * se, 1e3 * se))',
      'return float(brentq(lambda w: power(n, sd, neutral, neutral, within=w) - target, -0.999999999999 * se, 1e3 * se))', "equivalent",
-     "only the bracket brentq searches moves: power - target changes sign once inside both brackets (power rises from 0 to 1 with the margin or effect), so the root is the same to brentq's tolerance (2e-12), far below the 3 digits a table prints"),
+     _BRACKET),
     ('analysis/stats.py', 'NumberReplacer',
      'return float(brentq(lambda w: power(n, sd, neutral, neutral, within=w) - target, 1e-12 * se, 1e3 * se))',
      'return float(brentq(lambda w: power(n, sd, neutral, neutral, within=w) - target, 1e-12 * se, 999.0 * se))', "equivalent",
-     "only the bracket brentq searches moves: power - target changes sign once inside both brackets (power rises from 0 to 1 with the margin or effect), so the root is the same to brentq's tolerance (2e-12), far below the 3 digits a table prints"),
+     _BRACKET),
     ('analysis/stats.py', 'NumberReplacer',
-     'return float(brentq(lambda d: power(n, sd, d, neutral, at_least=t) - target, t, t + 1e3 * se)) /',
-     'return float(brentq(lambda d: power(n, sd, d, neutral, at_least=t) - target, t, t + 1001.0 * se)) /', "equivalent",
-     "only the bracket brentq searches moves: power - target changes sign once inside both brackets (power rises from 0 to 1 with the margin or effect), so the root is the same to brentq's tolerance (2e-12), far below the 3 digits a table prints"),
+     'return float(brentq(lambda d: power(n, sd, d, neutral, at_least=t) - target, t, t + 1e3 * se))',
+     'return float(brentq(lambda d: power(n, sd, d, neutral, at_least=t) - target, t, t + 1001.0 * se))', "equivalent",
+     _BRACKET),
     ('analysis/stats.py', 'NumberReplacer',
-     'return float(brentq(lambda d: power(n, sd, d, neutral, at_least=t) - target, t, t + 1e3 * se)) /',
-     'return float(brentq(lambda d: power(n, sd, d, neutral, at_least=t) - target, t, t + 999.0 * se)) /', "equivalent",
-     "only the bracket brentq searches moves: power - target changes sign once inside both brackets (power rises from 0 to 1 with the margin or effect), so the root is the same to brentq's tolerance (2e-12), far below the 3 digits a table prints"),
+     'return float(brentq(lambda d: power(n, sd, d, neutral, at_least=t) - target, t, t + 1e3 * se))',
+     'return float(brentq(lambda d: power(n, sd, d, neutral, at_least=t) - target, t, t + 999.0 * se))', "equivalent",
+     _BRACKET),
     ("workflows/compare.py", "ReplaceOrWithAnd", "if pd.isna(nr) or pd.isna(nl):", "if pd.isna(nr) and pd.isna(nl):",
      "equivalent", "a seed count column is a fixed column of a table of means: judge_table names a count that differs "
                    "(NaN on one side only) before mean_cells runs, so here both are NaN or neither is"),

@@ -38,12 +38,15 @@ def test_every_row_of_the_committed_summary_names_a_measured_module_that_exists(
     assert not stale, f"rows of modules that moved or left benchmarks/mutation_targets.py: {stale}"
 
 
-def test_a_reviewed_mutant_is_matched_on_its_stripped_lines():
-    """mutation_reasons.py says its lines are matched stripped: a file's last line comes out of cosmic-ray's
-    diff with a trailing ' / ' and space, and a reviewed reason must still find it."""
+
+def test_a_last_lines_mutant_is_its_one_changed_line_and_matches_its_review():
+    """A mutant of a file's last line (the mutant drops the final newline) diffs with an extra blank line;
+    the changed lines are the code alone, so the reviewed reason finds it, padded or not."""
     from benchmarks import mutation
     from benchmarks.mutation_reasons import REASONS
-    module, operator, old, new, status, reason = next(r for r in REASONS if r[2].endswith(" /"))
-    assert mutation.reason_for(module, "core/" + operator, old + " ", new + " ") == (status, reason)
-    assert mutation.reason_for(module, "core/" + operator, "  " + old, new) == (status, reason)
+    module, operator, old, new, status, reason = next(r for r in REASONS if "1001.0 * se" in r[3])
+    diff = f"--- a/{module}\n+++ b/{module}\n@@ -224 +224 @@\n-    {old}\n-\n+    {new}\n\\ No newline at end of file\n"
+    assert mutation.changed_lines(diff) == (old, new)
+    assert mutation.reason_for(module, "core/" + operator, *mutation.changed_lines(diff)) == (status, reason)
+    assert mutation.reason_for(module, "core/" + operator, "  " + old, new + " ") == (status, reason)
     assert mutation.reason_for(module, "core/" + operator, old, new + " x") is None
