@@ -11,6 +11,10 @@ from __future__ import annotations
 # stats.detectable's root search: a mutant of its bracket only
 _BRACKET = ("only the bracket brentq searches moves: power - target changes sign once inside both brackets (power rises from 0 to 1 with the margin or effect), so the root is the same to brentq's tolerance (2e-12), far below the 3 digits a table prints")
 
+# regime.evaluate's settle text: its sd guard
+_SD_ZERO = ("an sd of 0 gives low = high (the half-width is 0), which _state calls shown or refuted, never not "
+            "established, so this branch never sees sd = 0; NaN compares false under every form of the guard")
+
 REASONS: list[tuple[str, str, str, str, str, str]] = [
     ('analysis/stats.py', 'ReplaceBinaryOperator_Div_Mul',
      'se = sd / math.sqrt(n)',
@@ -84,6 +88,30 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
     ("analysis/regime.py", "NumberReplacer", "raise RegimeError(e.args[0]) from None",
      "raise RegimeError(e.args[ -1]) from None", "equivalent",
      "registry.lookup raises KeyError(message) with one argument: args[0] is args[-1]"),
+    # regime.seeds_to_settle and evaluate's settle text (the survivors of the run at ebf9cc2)
+    ("analysis/regime.py", "ReplaceOrWithAnd", "if not (sd > 0) or mean == 0 or math.isnan(mean):",
+     "if not (sd > 0) or mean == 0 and math.isnan(mean):", "equivalent",
+     "a NaN mean or a mean of 0 that passes the guard fails every `bound < abs(mean)` of the loop (NaN compares "
+     "false, the bound is > 0), which then returns None as the guard does"),
+    ("analysis/regime.py", "NumberReplacer", "for m in range(max(n, 2), MAX_SEEDS_ASKED + 1):",
+     "for m in range(max(n, 1), MAX_SEEDS_ASKED + 1):", "equivalent",
+     "stats.t_quantile(1) is inf, so m = 1 never clears the mean and the search goes on at 2"),
+    ("analysis/regime.py", "ReplaceBinaryOperator_Mul_Div",
+     'contrast = [(side, stats.t_interval(both["v"] - t * sign * both["o"])) for side, t in sides]',
+     'contrast = [(side, stats.t_interval(both["v"] - t / sign * both["o"])) for side, t in sides]', "equivalent",
+     "sign is 1.0 or -1.0, and t x sign equals t / sign exactly in floating point"),
+    ("analysis/regime.py", "NumberReplacer",
+     'if iv.sd > 0 and iv.mean != 0 else "no number of seeds would settle it: the mean sits on the bound")',
+     'if iv.sd > -1 and iv.mean != 0 else "no number of seeds would settle it: the mean sits on the bound")',
+     "equivalent", _SD_ZERO),
+    ("analysis/regime.py", "ReplaceComparisonOperator_Gt_GtE",
+     'if iv.sd > 0 and iv.mean != 0 else "no number of seeds would settle it: the mean sits on the bound")',
+     'if iv.sd >= 0 and iv.mean != 0 else "no number of seeds would settle it: the mean sits on the bound")',
+     "equivalent", _SD_ZERO),
+    ("analysis/regime.py", "ReplaceComparisonOperator_GtE_Gt", 'sign = 1.0 if both["o"].mean() >= 0 else -1.0',
+     'sign = 1.0 if both["o"].mean() > 0 else -1.0', "accepted",
+     "only a measured `over` whose mean is exactly 0 tells them apart: the ratio is then NaN and neither orientation "
+     "of o is the positive one, so which the contrast takes is a tie-break, not a rule a test could pin as right"),
     ("analysis/claims.py", "ReplaceOrWithAnd", "if not v or math.isnan(v):", "if not v and math.isnan(v):",
      "equivalent", "data_sizes never gives a validation size of 0 (val_size or NaN; DATA_SETS > 0; criteo's held-out "
      "lines or NaN); for NaN the mutant's floor sd is NaN: margin_needed gives a NaN need (margin < NaN is false) and "
