@@ -229,7 +229,7 @@ class RegimeCost(Strict):
     @model_validator(mode="after")
     def _priced(self):
         if not self.embedded and not self.full:
-            raise ValueError("regime_cost: `embedded` runs or `full` figures to price")
+            raise ValueError("`embedded` runs or `full` figures to price")   # the location names regime_cost
         return self
 
 
@@ -341,15 +341,18 @@ def _where(loc, doc) -> str:
     """A pydantic error location as a reader would look for it: the claim's id or the figure,
     then the YAML path of the key."""
     loc = list(loc)
+    plain = ".".join(str(p) for p in loc)
     try:
-        if loc[:1] == ["claims"] and isinstance(loc[1], int):   # (the claim itself: a rule across its keys)
-            return (f"claim {doc['claims'][loc[1]].get('id')!r} (claims.{loc[1]})"
-                    + (", " + ".".join(map(str, loc[2:])) if loc[2:] else ""))
-        if loc[:1] == ["figures"] and len(loc) > 1:
-            return f"figure {loc[1]!r}, " + ".".join(map(str, loc[2:]))
+        if loc[:1] == ["claims"] and isinstance(loc[1], int):
+            head = f"claim {doc['claims'][loc[1]].get('id')!r} (claims.{loc[1]})"
+        elif loc[:1] == ["figures"] and len(loc) > 1:
+            head = f"figure {loc[1]!r}"
+        else:
+            return plain
     except (KeyError, IndexError, TypeError, AttributeError):
-        pass
-    return ".".join(str(p) for p in loc)
+        return plain
+    # the claim or figure itself (a rule across its keys, or not a mapping) has no key after its name
+    return head + (", " + ".".join(map(str, loc[2:])) if loc[2:] else "")
 
 
 def parse(doc, path) -> Paper:
@@ -452,7 +455,7 @@ def _claim_refs(c: Claim, spec: Paper, path, scale, series_models, metrics) -> l
     for i, r in enumerate(c.regime):
         for q, label in ((r, f"regime[{i}]"), (r.over, f"regime[{i}].over")):
             if q is None:
-                continue
+                continue   # a check without an `over` (the pair's last item)
             f = q.figure or c.figure
             if f not in spec.figures or scale not in spec.figures[f].scales:
                 errs.append(f"{where}: {label} ({r.check!r}): figure {f!r} is not declared at scale {scale!r}")

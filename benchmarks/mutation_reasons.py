@@ -11,6 +11,11 @@ from __future__ import annotations
 # stats.detectable's root search: a mutant of its bracket only
 _BRACKET = ("only the bracket brentq searches moves: power - target changes sign once inside both brackets (power rises from 0 to 1 with the margin or effect), so the root is the same to brentq's tolerance (2e-12), far below the 3 digits a table prints")
 
+# schema._where: a location of "figures" alone (figures not a mapping) under the mutant reads loc[1], whose
+# IndexError the function catches, and returns the plain location as the real code does
+_FIGURES_ALONE = ("loc == ['figures'] alone passes the mutant's test and then loc[1] raises IndexError, which _where "
+                  "catches and answers with the plain location, as the real code does without reading loc[1]")
+
 # regime.evaluate's settle text: its sd guard
 _SD_ZERO = ("an sd of 0 gives low = high (the half-width is 0), which _state calls shown or refuted, never not "
             "established, so this branch never sees sd = 0; NaN compares false under every form of the guard")
@@ -88,6 +93,18 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
     ("analysis/regime.py", "NumberReplacer", "raise RegimeError(e.args[0]) from None",
      "raise RegimeError(e.args[ -1]) from None", "equivalent",
      "registry.lookup raises KeyError(message) with one argument: args[0] is args[-1]"),
+    # schema.py (the survivors of the run at 2cb39e9 that no input tells apart)
+    ("analysis/schema.py", "ReplaceTrueWithFalse", 'model_config = ConfigDict(extra="forbid", populate_by_name=True)',
+     'model_config = ConfigDict(extra="forbid", populate_by_name=False)', "equivalent",
+     "populate_by_name matters only for a field with an alias, and no model of schema.py declares one"),
+    ("analysis/schema.py", "NumberReplacer", 'elif loc[:1] == ["figures"] and len(loc) > 1:',
+     'elif loc[:1] == ["figures"] and len(loc) > 0:', "equivalent", _FIGURES_ALONE),
+    ("analysis/schema.py", "ReplaceComparisonOperator_Gt_GtE", 'elif loc[:1] == ["figures"] and len(loc) > 1:',
+     'elif loc[:1] == ["figures"] and len(loc) >= 1:', "equivalent", _FIGURES_ALONE),
+    ("analysis/schema.py", "ReplaceContinueWithBreak", "continue   # a check without an `over` (the pair's last item)",
+     "break   # a check without an `over` (the pair's last item)", "equivalent",
+     "the loop's two items are the check (never None) and its over: a None over is the last item, so break ends the "
+     "loop where continue would"),
     # regime.seeds_to_settle and evaluate's settle text (the survivors of the run at ebf9cc2)
     ("analysis/regime.py", "ReplaceOrWithAnd", "if not (sd > 0) or mean == 0 or math.isnan(mean):",
      "if not (sd > 0) or mean == 0 and math.isnan(mean):", "equivalent",
