@@ -101,6 +101,11 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
      'elif loc[:1] == ["figures"] and len(loc) > 0:', "equivalent", _FIGURES_ALONE),
     ("analysis/schema.py", "ReplaceComparisonOperator_Gt_GtE", 'elif loc[:1] == ["figures"] and len(loc) > 1:',
      'elif loc[:1] == ["figures"] and len(loc) >= 1:', "equivalent", _FIGURES_ALONE),
+    ("analysis/schema.py", "ReplaceAndWithOr", 'elif loc[:1] == ["figures"] and len(loc) > 1:',
+     'elif loc[:1] == ["figures"] or len(loc) > 1:', "equivalent",
+     "a Paper's only nested keys are figures and claims; a claims location of two or more parts has a list index, "
+     "which the branch above takes (or its caught exception answers with the plain path), so no location of two or "
+     "more parts reaches this test with another first key"),
     ("analysis/schema.py", "ReplaceContinueWithBreak", "continue   # a check without an `over` (the pair's last item)",
      "break   # a check without an `over` (the pair's last item)", "equivalent",
      "the loop's two items are the check (never None) and its over: a None over is the last item, so break ends the "
