@@ -161,7 +161,10 @@ TARGETS: dict[str, dict] = {
     # a 2-rank model evaluated as saved (the group's BatchNorm statistics, each rank's own lent back): only real
     # 2-rank runs reach it (test_evaluation_norm_stats, all slow: its own test, first), then a group's statistics
     # averaged and resumed (test_bn_sync: spawned ranks and a real run); minutes a mutant, so last
-    "src/codist/rank/norm_stats.py": {"tests": ["test_evaluation_norm_stats.py", "test_bn_sync.py"]},
+    # the lending on its own in a forked world of 2 models x 2 ranks and its no-op cases (seconds, first: issue
+    # 52, the multi-model path), then real runs' last rows against their saved models, and the group's mean
+    "src/codist/rank/norm_stats.py": {"tests": ["test_norm_stats_lending.py", "test_evaluation_norm_stats.py",
+                                                "test_bn_sync.py"]},
 }
 
 # cosmic-ray's operators left out (regular expressions matched at the start of the operator's name).

@@ -18,7 +18,9 @@ def _bn(model):
     return [m for m in model.modules() if isinstance(m, torch.nn.BatchNorm2d)]
 
 
-def _ranks(rank, port, out):
+def four_rank_codistillation(rank, port):
+    """This rank's codistill algorithm, set up, in a gloo world of 4 forked ranks: models 0 and 1 of 2
+    ranks each (ranks 0, 1 and 2, 3), with (topology, meter); shared with test_evaluation_norm_stats."""
     import torch.distributed as dist
     torch.set_num_threads(1)
     from codist.algorithms import TrainContext, base, build_algorithm
@@ -36,6 +38,11 @@ def _ranks(rank, port, out):
     meter.install_hooks()
     algo = build_algorithm(TrainContext(cfg, topo, meter, build_workload(cfg.workload, cfg.seed), torch.device("cpu")))
     algo.setup()
+    return algo, topo, meter
+
+
+def _ranks(rank, port, out):
+    algo, topo, meter = four_rank_codistillation(rank, port)
     with torch.no_grad():   # each rank's own statistics, as after training on its own batches
         for m in _bn(algo.model):
             m.running_mean.fill_(rank)

@@ -20,14 +20,12 @@ from ..algorithms.state import norm_statistics
 
 
 @torch.no_grad()
-def saved_statistics(algo, category: str) -> None:
-    """Set this rank's norm statistics to what its model's saved file holds: the save path's
-    `sync_norm_statistics`, then the group's first rank's copy (a broadcast: after the engine's mean it
-    changes nothing; a DDP baseline's ranks each keep their own, and its first rank's is written)."""
+def _to_saved(algo, stats: list, category: str) -> None:
+    """Set this rank's norm statistics `stats` (a group of several ranks, with BatchNorm) to what its
+    model's saved file holds: the save path's `sync_norm_statistics`, then the group's first rank's
+    copy (a broadcast: after the engine's mean it changes nothing; a DDP baseline's ranks each keep
+    their own, and its first rank's is written)."""
     topo = algo.topo
-    stats = norm_statistics(algo.model)
-    if topo.ranks_per_model == 1 or not stats:
-        return
     algo.sync_norm_statistics(category)
     flat = torch.cat([t.reshape(-1) for t in stats])
     algo.meter.broadcast(flat, src=topo.model_index * topo.ranks_per_model, group=topo.dp_group, category=category)
@@ -39,13 +37,14 @@ def saved_statistics(algo, category: str) -> None:
 
 @contextlib.contextmanager
 def as_saved(algo, category: str = "eval"):
-    """Within: this rank's model has the norm statistics of its saved file (`saved_statistics`);
-    after: its own again, exactly."""
-    if algo.topo.ranks_per_model == 1 or not norm_statistics(algo.model):
+    """Within: this rank's model has the norm statistics of its saved file (`_to_saved`); after: its
+    own again, exactly. A group of one rank, or a model without BatchNorm: nothing happens."""
+    stats = norm_statistics(algo.model)
+    if algo.topo.ranks_per_model == 1 or not stats:
         yield
         return
-    own = [t.clone() for t in norm_statistics(algo.model)]
-    saved_statistics(algo, category)
+    own = [t.clone() for t in stats]
+    _to_saved(algo, stats, category)
     try:
         yield
     finally:
