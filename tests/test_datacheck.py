@@ -350,3 +350,16 @@ def test_a_folder_link_back_up_is_one_line_not_an_endless_walk(tmp_path):
     assert problems == [f"{tmp_path / 'train' / 'n01440764' / 'again'}: a link to a folder already read "
                         f"(ImageFolder reads it again, forever if it points above itself); expected {IMAGEFOLDER_LAYOUT}"]
     assert notes[0] == "train/: 2 classes, 2 images"
+
+
+def test_the_walk_goes_on_past_a_link_back_up(tmp_path):
+    """After a folder link back up, the rest of the class folder is still read: two subfolders, each
+    with an image and a link to the class folder, so whichever is walked first, its link comes before
+    the other subfolder's image."""
+    cls = tmp_path / "train" / "n01440764"
+    for sub in ("a", "b"):
+        png(cls / sub / f"{sub}.png")
+        (cls / sub / "up").symlink_to(cls)
+    images, loops = datacheck.class_images(cls, (".png",))
+    assert [p.name for p in images] == ["a.png", "b.png"]
+    assert sorted(loops) == [cls / "a" / "up", cls / "b" / "up"]
