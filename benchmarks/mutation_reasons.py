@@ -93,6 +93,9 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
     ("analysis/regime.py", "NumberReplacer", "raise RegimeError(e.args[0]) from None",
      "raise RegimeError(e.args[ -1]) from None", "equivalent",
      "registry.lookup raises KeyError(message) with one argument: args[0] is args[-1]"),
+    ("src/codist/rank/norm_stats.py", "RemoveDecorator", "@torch.no_grad()", "", "equivalent",
+     "_to_saved touches only BatchNorm's running statistics, buffers that never require grad: no autograd graph is "
+     "recorded with or without no_grad, and the values are the same"),
     # schema.py (the survivors of the run at 2cb39e9 that no input tells apart)
     ("analysis/schema.py", "ReplaceTrueWithFalse", 'model_config = ConfigDict(extra="forbid", populate_by_name=True)',
      'model_config = ConfigDict(extra="forbid", populate_by_name=False)', "equivalent",
@@ -246,9 +249,10 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
     ("src/codist/algorithms/diloco.py", "NumberReplacer", "self.rounds = 0", "self.rounds = -1", "equivalent", "diloco's rounds is only saved in the checkpoint and restored: nothing reads it"),
     ("src/codist/algorithms/diloco.py", "NumberReplacer", "self.rounds += 1", "self.rounds += 2", "equivalent", "diloco's rounds is only saved in the checkpoint and restored: nothing reads it"),
     ("src/codist/algorithms/diloco.py", "NumberReplacer", "self.rounds += 1", "self.rounds += 0", "equivalent", "diloco's rounds is only saved in the checkpoint and restored: nothing reads it"),
-    ("src/codist/algorithms/updates.py", "RemoveDecorator", " / @torch.no_grad()", "", "equivalent",
-     "LocalUpdate.clip scales the .grad tensors, which never require grad: without no_grad the same in-place "
-     "products run and record no graph"),
+    # the same mutant as changed_lines wrote it before f07a35f (' / ' from a blank line) and since
+    *[("src/codist/algorithms/updates.py", "RemoveDecorator", text, "", "equivalent",
+       "LocalUpdate.clip scales the .grad tensors, which never require grad: without no_grad the same in-place "
+       "products run and record no graph") for text in (" / @torch.no_grad()", "@torch.no_grad()")],
     ("src/codist/algorithms/ddp_baselines.py", 'ReplaceAndWithOr', 'if ddp._has_rebuilt_buckets and not data.get("has_rebuilt_buckets"):',
      'if ddp._has_rebuilt_buckets or not data.get("has_rebuilt_buckets"):', 'equivalent',
      "the extra case (not yet rebuilt) only refreshes DDP's logging data once more, which still reports no rebuild: [] either way"),
@@ -276,10 +280,10 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
     ("src/codist/algorithms/base.py", 'NumberReplacer', 'if self.topo.ranks_per_model == 1:',
      'if self.topo.ranks_per_model == 0:', 'equivalent',
      "both lines so written (build_update, rank_checkpoint_state) skip work that changes no number at one rank a group: the engine's update is LocalUpdate's bit for bit (test_local_update), and a one-rank group's own statistics and extra state are its group file's"),
-    ("src/codist/algorithms/base.py", 'RemoveDecorator', ' / @torch.no_grad()',
-     '', 'equivalent',
-     'initial_parameters detaches and clones every parameter (building a model records no graph); '
-     'sync_norm_statistics touches only BatchNorm buffers, which never require grad: no graph either way'),
+    *[("src/codist/algorithms/base.py", 'RemoveDecorator', text, '', 'equivalent',
+       'initial_parameters detaches and clones every parameter (building a model records no graph); '
+       'sync_norm_statistics touches only BatchNorm buffers, which never require grad: no graph either way')
+      for text in (" / @torch.no_grad()", "@torch.no_grad()")],   # before f07a35f and since
     ("src/codist/algorithms/base.py", 'NumberReplacer', 'w_extra: float = 0.0) -> torch.Tensor:',
      'w_extra: float = 1.0) -> torch.Tensor:', 'equivalent',
      "objective's default extra weight is never used: every caller that passes an extra term passes its weight"),
