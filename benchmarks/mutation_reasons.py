@@ -141,11 +141,23 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
      "equivalent", "data_sizes never gives a validation size of 0 (val_size or NaN; DATA_SETS > 0; criteo's held-out "
      "lines or NaN); for NaN the mutant's floor sd is NaN: margin_needed gives a NaN need (margin < NaN is false) and "
      "max(sd, NaN) returns sd, as the floor 0 does"),
-    ("src/codist/rank/checkpoint.py", "NumberReplacer",
-     "NONE, FAILED = -1, -2   # what rank 0 broadcasts when there is no checkpoint, or it could not read the index",
-     "NONE, FAILED = -1, - 3   # what rank 0 broadcasts when there is no checkpoint, or it could not read the index",
-     "equivalent", "FAILED is only compared with the broadcast flag: any value other than NONE (-1) and every step "
-     "(>= 0) acts alike, and -3 is one"),
+    # the flag's comment as written before issue 52's N30 fix and since
+    *[("src/codist/rank/checkpoint.py", "NumberReplacer", f"NONE, FAILED = -1, -2   # {comment}",
+       f"NONE, FAILED = -1, - 3   # {comment}", "equivalent",
+       "FAILED is only compared with the broadcast flag: any value other than NONE (-1) and every step (>= 0) acts "
+       "alike, and -3 is one")
+      for comment in ("what rank 0 broadcasts when there is no checkpoint, or it could not read the index",
+                      "what rank 0 broadcasts when there is no checkpoint, or none it can use")],
+    # a line to stderr that ends in a newline is written at once: sys.stderr is line-buffered (Python >= 3.9,
+    # redirected too), so flush=True adds nothing
+    *[("src/codist/rank/checkpoint.py", "ReplaceTrueWithFalse", line, line.replace("flush=True", "flush=False"),
+       "equivalent", "sys.stderr is line-buffered (Python >= 3.9, also when redirected to a file): a printed line "
+       "ending in a newline reaches the file at once, flushed or not")
+      for line in ('f"step {entry[\'step\']} resumed unverified", file=sys.stderr, flush=True)',
+                   "file=sys.stderr, flush=True)")],
+    ("src/codist/rank/checkpoint.py", "NumberReplacer", 'key = e.args[0] if e.args else "key"',
+     'key = e.args[ -1] if e.args else "key"', "equivalent",
+     "the KeyError of a dict lookup (the algorithm reading a state key) carries one argument: args[0] is args[-1]"),
     ("analysis/comm_identity.py", "NumberReplacer", 'raise IdentityError(f"identity: {e.args[0]}") from None',
      'raise IdentityError(f"identity: {e.args[ -1]}") from None', "equivalent",
      "registry.lookup raises KeyError(message) with one argument: args[0] is args[-1]"),

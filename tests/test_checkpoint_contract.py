@@ -350,3 +350,37 @@ def test_a_save_holds_three_checkpoints_on_disk_at_its_peak(tmp_path):
                     check=lambda path: seen.append(len(list((tmp_path / "checkpoint").glob("step-*")))))
     assert max(seen) == 3 and len(list((tmp_path / "checkpoint").glob("step-*"))) == 2
     assert "three checkpoints at the peak" in (Path(__file__).parents[1] / "docs" / "usage.md").read_text()
+
+
+def test_a_digest_mismatch_names_both_digests_by_their_first_12_hex_digits(tmp_path, capsys):
+    """The line quotes 12 hex digits of what was found and of what was recorded (enough to tell them
+    apart, short enough to read): issue 52's survivors of the digest line's slices."""
+    for step in (4, 8):
+        _save(tmp_path, step, 0, {"group": 0, "w": torch.arange(8.0)}, [])
+    bad = tmp_path / "checkpoint" / "step-8" / "rank-0.pt"
+    recorded = sha256(bad)
+    bad.write_bytes(bad.read_bytes() + b"\0")
+    capsys.readouterr()
+    assert checkpoint.latest(tmp_path, RID) == 4
+    assert f"{bad}: sha256 {sha256(bad)[:12]}... differs from the {recorded[:12]}... recorded when it was written;" \
+        in capsys.readouterr().err
+
+
+def test_a_second_save_at_the_same_step_replaces_its_entry_and_keeps_the_fallback(tmp_path):
+    """A run stopped by a signal just after its periodic save saves the same step again: the index
+    names that step once, and the checkpoint before it stays its fallback."""
+    for step in (4, 8, 8):
+        _save(tmp_path, step, 0, {"group": 0, "w": torch.zeros(2)}, [])
+    index = json.loads((tmp_path / "checkpoint" / "latest.json").read_text())
+    assert [e["step"] for e in index["checkpoints"]] == [8, 4]
+    assert sorted(p.name for p in (tmp_path / "checkpoint").iterdir()) == ["latest.json", "step-4", "step-8"]
+
+
+def test_a_save_over_an_unreadable_index_writes_a_new_one(tmp_path):
+    """latest.json damaged (not JSON) when the next checkpoint is written: the save still lands, and the
+    new index names only the new checkpoint (the old entries cannot be read, so none is kept)."""
+    _save(tmp_path, 4, 0, {"group": 0, "w": torch.zeros(2)}, [])
+    (tmp_path / "checkpoint" / "latest.json").write_text("{")
+    _save(tmp_path, 8, 0, {"group": 0, "w": torch.zeros(2)}, [])
+    index = json.loads((tmp_path / "checkpoint" / "latest.json").read_text())
+    assert [e["step"] for e in index["checkpoints"]] == [8] and checkpoint.latest(tmp_path, RID) == 8
