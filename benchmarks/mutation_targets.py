@@ -149,7 +149,11 @@ TARGETS: dict[str, dict] = {
     # the update mechanics: the one-rank update bit for bit against the engine's, clipping included (first), the
     # losses by hand through it (forked), fp16's scaled step, then DDP's update under PowerSGD and post-local SGD
     # (their gloo runs and closed-form bytes; -k: test_algorithms' other runs do not reach DDPUpdate)
-    "src/codist/algorithms/updates.py": {"tests": ["test_local_update.py", "test_single_model_losses.py",
+    # the DDP parts driven in a forked 2-rank world (issue 52: the clip's group average, whose norm statistics a
+    # forward leaves, a relayout keeping the ranks' parameters; seconds, first) and the DDP option's bucketed
+    # reduction (test_overlap_update's forked test: its real runs are slow), then LocalUpdate and the baselines
+    "src/codist/algorithms/updates.py": {"tests": ["test_ddp_update_parts.py", "test_overlap_update.py",
+                                                   "test_local_update.py", "test_single_model_losses.py",
                                                    "test_precision.py", "test_powersgd_gloo.py", "test_algorithms.py"],
                                          "k": "not test_algorithms or powersgd or post_local or unseen"},
     # PowerSGD's and post-local SGD's own tests: the residuals per rank and on the run's device, the one gloo
