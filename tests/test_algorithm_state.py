@@ -40,3 +40,23 @@ def test_an_ensembles_log_probability_is_finite_where_the_mean_underflows():
     # where nothing underflows it is the log of the mean probability: members (0.5, 0.5) and (0.9, 0.1)
     g = OutputEnsemble([Fixed([0.0, 0.0]), Fixed([math.log(9.0), 0.0])])
     torch.testing.assert_close(g(torch.zeros(1, 1)), torch.log(torch.tensor([[0.7, 0.3]])))
+
+
+def test_persistent_buffers_are_the_floats_state_dict_saves_each_once_in_order():
+    """Skipped, in the order they meet the loop: a None buffer, a non-persistent table, an integer
+    counter, a buffer already met (shared between two modules); kept: every float buffer after them."""
+    from torch import nn
+
+    from codist.algorithms.state import persistent_buffers
+
+    class Buffers(nn.Module):
+        def __init__(self, shared):
+            super().__init__()
+            self.register_buffer("none", None)
+            self.register_buffer("table", torch.ones(2), persistent=False)
+            self.register_buffer("count", torch.tensor(0))
+            self.register_buffer("shared", shared)
+            self.register_buffer("own", torch.zeros(3))
+    shared = torch.full((2,), 5.0)
+    model = nn.Sequential(Buffers(shared), Buffers(shared))
+    assert [id(b) for b in persistent_buffers(model)] == [id(shared), id(model[0].own), id(model[1].own)]

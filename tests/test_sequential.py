@@ -322,9 +322,11 @@ def test_repeat_runs_passes_until_no_claim_asks_and_stops_a_pass_that_adds_nothi
     assert len(passes) == 3   # looks 1, 2, 3: the third is final
     assert "figure f needs 8 seeds (holds 5)" in capsys.readouterr().out
     scale_dir, passes, one_pass = emulated_passes(tmp_path / "stuck", progress=False)
-    with pytest.raises(sequential.SequentialError, match="the last pass added none of the seeds asked"):
+    with pytest.raises(sequential.SequentialError, match="the last pass added none of the seeds asked") as e:
         sequential.repeat(one_pass, scale_dir)
     assert len(passes) == 2
+    # every tier a make replicate names (the default needs no TIER=), so the reader finds the right one
+    assert str(e.value).endswith("needs TIER=<its tier>: " + " or ".join(t for t in schema.TIERS if t != "default") + ")")
     scale_dir, passes, one_pass = emulated_passes(tmp_path / "few")
     with pytest.raises(sequential.SequentialError, match="still ask for more seeds after 1 more passes"):
         sequential.repeat(one_pass, scale_dir, passes=1)
