@@ -159,8 +159,8 @@ TARGETS: dict[str, dict] = {
     # PowerSGD's and post-local SGD's own tests: the residuals per rank and on the run's device, the one gloo
     # bucket and the rebuilt layout a resumed DDP is given (seconds each), their bytes' closed forms, the resume
     # of both to the uninterrupted run's rows and weights
-    "src/codist/algorithms/ddp_baselines.py": {"tests": ["test_powersgd_checkpoint.py", "test_powersgd_gloo.py",
-                                                         "test_algorithms.py", "test_resume_every_algorithm.py"],
+    "src/codist/algorithms/ddp_baselines.py": {"tests": ["test_post_local_sgd_init.py", "test_powersgd_checkpoint.py",
+                                                         "test_powersgd_gloo.py", "test_algorithms.py", "test_resume_every_algorithm.py"],
                                                "k": "powersgd or post_local or unseen or saved_bucket"},
     # a 2-rank model evaluated as saved (the group's BatchNorm statistics, each rank's own lent back): only real
     # 2-rank runs reach it (test_evaluation_norm_stats, all slow: its own test, first), then a group's statistics
