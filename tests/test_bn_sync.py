@@ -20,7 +20,7 @@ def _bn(model):
 
 def four_rank_codistillation(rank, port):
     """This rank's codistill algorithm, set up, in a gloo world of 4 forked ranks: models 0 and 1 of 2
-    ranks each (ranks 0, 1 and 2, 3), with (topology, meter); shared with test_evaluation_norm_stats."""
+    ranks each (ranks 0, 1 and 2, 3), with (topology, meter); shared with test_norm_stats_lending."""
     import torch.distributed as dist
     torch.set_num_threads(1)
     from codist.algorithms import TrainContext, base, build_algorithm
