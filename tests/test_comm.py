@@ -170,3 +170,13 @@ def test_a_meter_after_deepspeed_cached_its_collectives_is_refused():
     proc = _python(CACHED_FIRST)
     assert proc.returncode != 0
     assert "deepspeed.init_distributed ran before the communication meter's hooks" in proc.stderr, proc.stderr
+
+
+def test_a_category_of_calls_that_move_no_bytes_is_still_listed():
+    """A barrier sends and receives nothing but is a collective the ranks waited on: its category is in
+    summary.json with its calls; a category with neither bytes nor calls is left out (issue 52: the
+    survivor that read the received bytes where the calls belong)."""
+    totals = torch.zeros(len(CATEGORIES), 2, 3, dtype=torch.float64)
+    totals[CATEGORIES.index("control"), 0, 2] = 3   # 3 barriers (control) within groups, 0 bytes either way
+    s = summarize(totals, world_size=2, updates=1)["by_category"]
+    assert list(s) == ["control"] and s["control"]["calls_all_ranks"] == 3 and s["control"]["sent_bytes_all_ranks"] == 0
