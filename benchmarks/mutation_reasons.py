@@ -147,13 +147,11 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
      "equivalent", "data_sizes never gives a validation size of 0 (val_size or NaN; DATA_SETS > 0; criteo's held-out "
      "lines or NaN); for NaN the mutant's floor sd is NaN: margin_needed gives a NaN need (margin < NaN is false) and "
      "max(sd, NaN) returns sd, as the floor 0 does"),
-    # the flag's comment as written before issue 52's N30 fix and since
-    *[("src/codist/rank/checkpoint.py", "NumberReplacer", f"NONE, FAILED = -1, -2   # {comment}",
-       f"NONE, FAILED = -1, - 3   # {comment}", "equivalent",
-       "FAILED is only compared with the broadcast flag: any value other than NONE (-1) and every step (>= 0) acts "
-       "alike, and -3 is one")
-      for comment in ("what rank 0 broadcasts when there is no checkpoint, or it could not read the index",
-                      "what rank 0 broadcasts when there is no checkpoint, or none it can use")],
+    ("src/codist/rank/checkpoint.py", "NumberReplacer",
+     "NONE, FAILED = -1, -2   # what rank 0 broadcasts when there is no checkpoint, or none it can use",
+     "NONE, FAILED = -1, - 3   # what rank 0 broadcasts when there is no checkpoint, or none it can use", "equivalent",
+     "FAILED is only compared with the broadcast flag: any value other than NONE (-1) and every step (>= 0) acts "
+     "alike, and -3 is one"),
     # a line to stderr that ends in a newline is written at once: sys.stderr is line-buffered (Python >= 3.9,
     # redirected too), so flush=True adds nothing
     *[("src/codist/rank/checkpoint.py", "ReplaceTrueWithFalse", line, line.replace("flush=True", "flush=False"),
@@ -267,10 +265,9 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
     ("src/codist/algorithms/diloco.py", "NumberReplacer", "self.rounds = 0", "self.rounds = -1", "equivalent", "diloco's rounds is only saved in the checkpoint and restored: nothing reads it"),
     ("src/codist/algorithms/diloco.py", "NumberReplacer", "self.rounds += 1", "self.rounds += 2", "equivalent", "diloco's rounds is only saved in the checkpoint and restored: nothing reads it"),
     ("src/codist/algorithms/diloco.py", "NumberReplacer", "self.rounds += 1", "self.rounds += 0", "equivalent", "diloco's rounds is only saved in the checkpoint and restored: nothing reads it"),
-    # the same mutant as changed_lines wrote it before f07a35f (' / ' from a blank line) and since
-    *[("src/codist/algorithms/updates.py", "RemoveDecorator", text, "", "equivalent",
-       "LocalUpdate.clip scales the .grad tensors, which never require grad: without no_grad the same in-place "
-       "products run and record no graph") for text in (" / @torch.no_grad()", "@torch.no_grad()")],
+    ("src/codist/algorithms/updates.py", "RemoveDecorator", "@torch.no_grad()", "", "equivalent",
+     "LocalUpdate.clip scales the .grad tensors, which never require grad: without no_grad the same in-place "
+     "products run and record no graph"),
     # rebuilt_buckets and bucket_layout: in ddp_baselines.py until issue 51 moved them to updates.py
     ("src/codist/algorithms/updates.py", 'ReplaceAndWithOr', 'if ddp._has_rebuilt_buckets and not data.get("has_rebuilt_buckets"):',
      'if ddp._has_rebuilt_buckets or not data.get("has_rebuilt_buckets"):', 'equivalent',
