@@ -3,17 +3,22 @@
     python benchmarks/replicate_time.py --log DRIVER.log [--log ...] --results ROOT --commit SHA
         [--load LOAD.log] [--tier paper] [--cores 2] [--note TEXT] [--out results/bench]
 
-Each DRIVER.log is what a wrapper wrote around one `make replicate TIER=... TARGETS=...` call: a line
-'== start NAME <iso time> <epoch s> ...', make's echoed snakemake command (its targets: figures, or
-runs/<id>/summary.json), and '== end NAME <iso time> <epoch s> rc=N ...'. The calls of one NAME
-make one row (a figure made in several calls: a stopped call, lanes of run ids side by side, the
-final pass that draws it): wall time from the first start to the last end, with how many calls and
-how many of them ran at once. The runs are the named figures' runs
+Each DRIVER.log is what a wrapper wrote around `make replicate TIER=... TARGETS=...` calls: per call a
+line '== start NAME <iso time> <epoch s> [load=L] [commit=SHA]', make's echoed snakemake command (its
+targets: figures, or runs/<id>/summary.json), and '== end NAME <iso time> <epoch s> rc=N'; a resumed
+timing appends its call to the same log. The calls of one NAME make one row (a figure made in several
+calls: a stopped call and its resumption, lanes of run ids side by side, the final pass that draws it):
+wall time is the time inside at least one call (lanes side by side count once; the gap between a
+stopped call and its resumption, perhaps on another machine, not at all), with how many calls and how
+many of them ran at once. A call with a start and no end was cut off (its machine lost): it times
+nothing. The runs are the named figures' runs
 (ROOT/embedded/<paper>/<figure>_runs.json) with a summary.json under ROOT; their own elapsed_s are
 summed beside the wall time (oversubscribed ranks on a shared machine: the sum is what the runs
 took one after another, the rest is Snakemake, the analysis and, with lanes, their overlap). Runs
-restored from the run ledger (make replicate LEDGER=keep) were trained elsewhere: counted apart
-(`restored`), in neither sum, and a row with any does not size a tier (it timed only part of it).
+restored from the run ledger (make replicate LEDGER=keep) are the row's own when they trained wholly
+inside one of its calls (an earlier call of the same timing, on a machine since lost: the ledger kept
+them); any other restored run was trained elsewhere: counted apart (`restored`), in neither sum, and a
+row with any does not size a tier (it timed only part of it).
 LOAD.log holds '<epoch s> <1-min load average> [<foreign>]' samples (a sampler every 30 s): each row
 notes the load over its call, because the 2-core machine is shared and a timing under load is slower.
 benchmarks/time_tier.py writes the third column, the mean number of runnable threads that were not the
@@ -25,8 +30,9 @@ tier (`budget_figure`, read by budget_rows) only when it was timed on a quiet ma
 samples, when at most FOREIGN_MAX threads of others ran beside it on average; without them (an older
 log), when its highest sampled load stayed below benchlib.QUIET_LOAD. A timing taken under load, or
 with no load sampled, decides nothing. With --total NAME, a last row sums the calls of one timing
-(the tier end to end: wall time from the first start to the last end, each run counted once); it
-sizes the tier only when every call does and the first began at a load of at most START_LOAD.
+(the tier end to end: the time inside its calls, each run counted once); it sizes the tier only
+when every call does and each stretch of it (the first call, and each resumption) began at a load of
+at most START_LOAD (`load_at_start` is the highest of those loads).
 Writes results/bench/replicate_time.csv.
 """
 from __future__ import annotations
@@ -50,32 +56,48 @@ SAMPLE_PERIOD_S = 30   # the load sampler's period (benchmarks/time_tier.py writ
 
 OUT_NAME = "replicate_time.csv"
 KEY = ["figures", "tier", "commit"]
-_MARK = re.compile(r"^== (start|end) (\S+) (\S+) (\d+)(?: rc=(\d+))?(?: load=([\d.]+))?")
+_MARK = re.compile(r"^== (start|end) (\S+) (\S+) (\d+)(?: rc=(-?\d+))?(?: load=([\d.]+))?(?: commit=(\w+))?")
 _TARGET = re.compile(r"results/embedded/(\w+)/(\w+?)(?:_paper)?\.(?:png|md|csv)\b")
 
 
-def parse_log(path: Path) -> dict:
-    """The call's NAME, start and end (epoch s), rc, and the (paper, figure) pairs its targets name."""
-    marks, figures, command = {}, [], None
+def parse_log(path: Path) -> list[dict]:
+    """The log's calls, oldest first (a resumed timing appends a call to its group's log): each with
+    its NAME, start and end (epoch s), rc, start load, the commit it ran (None in older logs) and the
+    (paper, figure) pairs its targets name. A call with a start and no end was cut off (its machine
+    lost): its end is None, and it times nothing."""
+    calls: list[dict] = []
     for line in path.read_text().splitlines():
         m = _MARK.match(line)
-        if m:
-            marks[m.group(1)] = (int(m.group(4)), m.group(3), m.group(5), m.group(2), m.group(6))
-        elif "snakemake " in line and command is None:   # make's echo of its snakemake command
-            command = line
-            for paper, figure in _TARGET.findall(line):
-                if (paper, figure) not in figures:
-                    figures.append((paper, figure))
-    if "start" not in marks or "end" not in marks:
+        if m and m.group(1) == "start":
+            calls.append({"name": m.group(2), "start": int(m.group(4)), "end": None, "started_utc": m.group(3),
+                          "rc": None, "figures": [], "command": None,
+                          "start_load": float(m.group(6)) if m.group(6) is not None else None,
+                          "commit": m.group(7)})
+        elif m:
+            if not calls or calls[-1]["end"] is not None:
+                raise SystemExit(f"{path}: an '== end' line with no '== start' before it: {line!r}")
+            calls[-1].update(end=int(m.group(4)), rc=int(m.group(5)) if m.group(5) is not None else None)
+        elif "snakemake " in line and calls and calls[-1]["command"] is None:   # make's echo of its snakemake command
+            calls[-1]["command"] = line
+            calls[-1]["figures"] = list(dict.fromkeys(_TARGET.findall(line)))
+    if not any(c["end"] is not None for c in calls):
         raise SystemExit(f"{path}: no '== start' and '== end' lines (a call that did not finish)")
-    return {"name": marks["start"][3], "start": marks["start"][0], "end": marks["end"][0], "started_utc": marks["start"][1],
-            "rc": int(marks["end"][2]) if marks["end"][2] is not None else None, "figures": figures,
-            "start_load": float(marks["start"][4]) if marks["start"][4] is not None else None}
+    return calls
 
 
-def runs_of(root: Path, figures: list[tuple[str, str]]) -> tuple[dict[str, float], set[str]]:
-    """(run id -> elapsed_s of every finished run of the figures that trained there, the ids of those
-    restored from the run ledger instead: workflows/run_ledger.py's marker); shared runs counted once."""
+def _started_and_elapsed(folder: Path) -> tuple[float, float] | None:
+    try:
+        started = float(json.loads((folder / "manifest.json").read_text())["started_unix"])
+        return started, float(json.loads((folder / "summary.json").read_text())["elapsed_s"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def runs_of(root: Path, figures: list[tuple[str, str]], calls: list[dict] = ()) -> tuple[dict[str, float], set[str]]:
+    """(run id -> elapsed_s of every finished run of the figures that these calls trained, the ids of
+    those restored from the run ledger that they did not); shared runs counted once. A restored run
+    is these calls' own when it trained wholly inside one of them (its manifest's start and its
+    elapsed time): an earlier call of the same timing, on a machine since lost, whose runs the ledger kept."""
     out, restored = {}, set()
     for paper, figure in figures:
         manifest = root / "embedded" / paper / f"{figure}_runs.json"
@@ -83,22 +105,35 @@ def runs_of(root: Path, figures: list[tuple[str, str]]) -> tuple[dict[str, float
             continue
         for r in json.loads(manifest.read_text())["runs"]:
             folder = root / "embedded" / "runs" / r["run_id"]
-            if (folder / RESTORED).exists():   # trained by another call (another machine): not this timing's
-                restored.add(r["run_id"])
-            elif (folder / "summary.json").exists():
-                out[r["run_id"]] = float(json.loads((folder / "summary.json").read_text())["elapsed_s"])
+            if not (folder / "summary.json").exists():
+                continue
+            elapsed = float(json.loads((folder / "summary.json").read_text())["elapsed_s"])
+            if (folder / RESTORED).exists():   # trained by another call, on another machine
+                span = _started_and_elapsed(folder)
+                if span is None or not any(c["start"] <= span[0] and span[0] + span[1] <= c["end"] for c in calls):
+                    restored.add(r["run_id"])   # not by one of these calls: not this timing's
+                    continue
+            out[r["run_id"]] = elapsed
     return out, restored
 
 
-def load_over(path: Path | None, start: int, end: int) -> tuple[float | None, float | None, float | None]:
-    """Mean and max of the load samples taken within [start, end], and the mean foreign count (None
-    where the samples have no third column)."""
-    if path is None:
-        return None, None, None
+def _samples(path: Path, start: int, end: int) -> list[list[str]]:
     every = [line.split() for line in path.read_text().splitlines() if line.strip()]
     rows = [r for r in every if start <= int(r[0]) <= end]
     if not rows:   # a call shorter than the sampling period: the first sample after it covers it
         rows = [r for r in every if end < int(r[0]) <= end + SAMPLE_PERIOD_S][:1]
+    return rows
+
+
+def load_over(path: Path | None, start: int, end: int,
+              more: list[tuple[int, int]] = ()) -> tuple[float | None, float | None, float | None]:
+    """Mean and max of the load samples taken within [start, end] (and within each of `more`'s
+    intervals: the calls of a stopped and resumed timing), and the mean foreign count (None where
+    the samples have no third column)."""
+    if path is None:
+        return None, None, None
+    picked = {int(r[0]): r for a, b in ((start, end), *more) for r in _samples(path, a, b)}
+    rows = [picked[t] for t in sorted(picked)]
     if not rows:
         return None, None, None
     vals = [float(r[1]) for r in rows]
@@ -107,24 +142,59 @@ def load_over(path: Path | None, start: int, end: int) -> tuple[float | None, fl
             round(sum(foreign) / len(foreign), 3) if len(foreign) == len(rows) else None)
 
 
-def _calls_row(calls: list[dict], figures: list[tuple[str, str]], label: str, root: Path, load: Path | None,
+def _busy_s(calls: list[dict]) -> int:
+    """Seconds inside at least one call: lanes side by side count once, and the gap between a stopped
+    call and its resumption (another session, another machine) not at all."""
+    total, reach = 0, None
+    for c in sorted(calls, key=lambda c: c["start"]):
+        start = c["start"] if reach is None else max(c["start"], reach)
+        if c["end"] > start:
+            total += c["end"] - start
+        reach = c["end"] if reach is None else max(reach, c["end"])
+    return total
+
+
+def _stretch_starts(calls: list[dict]) -> list[dict]:
+    """The calls that began a stretch of the timing: the first, and each that began more than a load
+    sampling period after every earlier call had ended (a resumption, later, perhaps elsewhere)."""
+    starts, reach = [], None
+    for c in sorted(calls, key=lambda c: c["start"]):
+        if reach is None or c["start"] - reach > SAMPLE_PERIOD_S:
+            starts.append(c)
+        reach = c["end"] if reach is None else max(reach, c["end"])
+    return starts
+
+
+def _calls_row(every: list[dict], figures: list[tuple[str, str]], label: str, root: Path, load: Path | None,
                tier: str, cores: int, commit: str, extra: str) -> dict:
+    calls = [c for c in every if c["end"] is not None]
+    cut = len(every) - len(calls)
     start, end = min(c["start"] for c in calls), max(c["end"] for c in calls)
     at_once = max(sum(c["start"] <= t < c["end"] for c in calls) for t in (c["start"] for c in calls))
-    runs, restored = runs_of(root, figures)
-    mean, peak, foreign = load_over(load, start, end)
-    first = min(calls, key=lambda c: c["start"])
-    note = (f"{cores}-core machine; {len(calls)} call(s), up to {at_once} at once; "
+    runs, restored = runs_of(root, figures, calls)
+    mean, peak, foreign = load_over(load, calls[0]["start"], calls[0]["end"], [(c["start"], c["end"]) for c in calls[1:]])
+    stretches = _stretch_starts(calls)
+    first = stretches[0]
+    start_loads = [c["start_load"] for c in stretches]
+    commits = list(dict.fromkeys(c["commit"] for c in calls if c.get("commit")))
+    note = (f"{cores}-core machine; {len(calls)} call(s), up to {at_once} at once"
+            + (f", in {len(stretches)} stretches (a stopped timing resumed; the gaps between them not counted)"
+               if len(stretches) > 1 else "") + "; "
             + (f"1-min load mean {mean} (max {peak}) over the calls" if mean is not None else "load not sampled")
             + (f", {foreign} runnable threads of others beside them on average" if foreign is not None else "")
-            + (f", load {first['start_load']} at the start" if first["start_load"] is not None else "")
+            + (f", load {'/'.join(str(x) for x in start_loads)} at the start" + ("s" if len(stretches) > 1 else "")
+               if all(x is not None for x in start_loads) else "")
+            + (f"; calls at commits {', '.join(x[:12] for x in commits)}" if len(commits) > 1 else "")
             + (f"; {len(restored)} run(s) restored from the run ledger, not trained by these calls (not in wall_s "
                f"or runs_elapsed_s)" if restored else "")
+            + (f"; {cut} call(s) cut off with no end line (their machine lost): not timed, and their runs count as "
+               f"restored" if cut else "")
             + (f"; {extra}" if extra else ""))
     return {"figures": label, "tier": tier, "runs": len(runs), "restored": len(restored),
-            "wall_s": end - start, "runs_elapsed_s": round(sum(runs.values()), 1), "cores": cores,
-            "load_mean": mean, "load_max": peak, "load_at_start": first["start_load"], "foreign_mean": foreign,
-            "load_note": note, "rc": max(calls, key=lambda c: c["end"])["rc"],
+            "wall_s": _busy_s(calls), "runs_elapsed_s": round(sum(runs.values()), 1), "cores": cores,
+            "load_mean": mean, "load_max": peak,
+            "load_at_start": max(start_loads) if all(x is not None for x in start_loads) else None,
+            "foreign_mean": foreign, "load_note": note, "rc": max(calls, key=lambda c: c["end"])["rc"],
             "commit": commit, "date": dt.datetime.fromtimestamp(start, dt.timezone.utc).date().isoformat(),
             "started_utc": first["started_utc"]}
 
@@ -137,7 +207,7 @@ def _figures(calls: list[dict]) -> list[tuple[str, str]]:
 def row(logs: list[Path], root: Path, load: Path | None, tier: str, cores: int, commit: str, extra: str = "") -> dict:
     """One row for the calls of one NAME (see the module docstring); a call naming no figure (the
     rest of `all`: claims tables, notebooks) is labelled by its NAME."""
-    calls = [parse_log(log) for log in logs]
+    calls = [c for log in logs for c in parse_log(log)]
     figures = _figures(calls)
     label = " + ".join(f"{p}/{f}" for p, f in figures) or f"{calls[0]['name']} (no figure named: the rest of `all`)"
     return _calls_row(calls, figures, label, root, load, tier, cores, commit, extra)
@@ -146,7 +216,7 @@ def row(logs: list[Path], root: Path, load: Path | None, tier: str, cores: int, 
 def total_row(logs: list[Path], name: str, root: Path, load: Path | None, tier: str, cores: int, commit: str,
               extra: str = "") -> dict:
     """One row for every call of one timing: the tier end to end, each run counted once."""
-    calls = [parse_log(log) for log in logs]
+    calls = [c for log in logs for c in parse_log(log)]
     out = _calls_row(calls, _figures(calls), name, root, load, tier, cores, commit, extra)
     return {**out, "total": True}
 
@@ -195,7 +265,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     groups: dict[str, list[Path]] = {}
     for log in args.log:
-        groups.setdefault(parse_log(log)["name"], []).append(log)
+        groups.setdefault(parse_log(log)[0]["name"], []).append(log)
     rows = [row(logs, args.results, args.load, args.tier, args.cores, args.commit, args.note) for logs in groups.values()]
     if args.total:
         rows.append(total_row(args.log, args.total, args.results, args.load, args.tier, args.cores, args.commit, args.note))

@@ -1,17 +1,24 @@
 """A tier's end-to-end wall time on this machine, figure by figure, with what else ran beside it:
 
-    python benchmarks/time_tier.py --results DIR [--tier paper|decisive] [--logs DIR/timing] [--only NAME ...]
-        [--ledger keep|commit [--ledger-dir DIR]]
+    python benchmarks/time_tier.py --results DIR [--tier paper|decisive|...] [--logs DIR/timing] [--only NAME ...]
+        [--ledger keep|commit [--ledger-dir DIR]] [--commit-logs]
 
 Runs `make replicate TIER=<tier> RESULTS=DIR TARGETS=...` once per group, one after another: the
 default tier's figures together ("default"), then each figure of the tier alone, then one call with no
 targets ("rest": the claims tables, notebooks and summary figure of `all`). Each call's output goes to
-LOGS/<name>.log between '== start NAME <iso> <epoch>' and '== end NAME <iso> <epoch> rc=N' lines, the
-format benchmarks/replicate_time.py reads; a group whose log already ends with rc=0 is skipped, so a
-stopped timing resumes (Snakemake reuses the runs that finished; the stopped call's row spans its
-calls). Read the rows with replicate_time.py --log LOGS/*.log --load LOGS/load.log. With --ledger, the
-calls pass LEDGER= (and LEDGER_DIR=) to make: runs the ledger holds are restored, not trained, so such a
-call times only the runs it trained (each restored run leaves restored_from_ledger.json beside it).
+LOGS/<name>.log between '== start NAME <iso> <epoch> load=L commit=SHA' and '== end NAME <iso> <epoch>
+rc=N' lines, the format benchmarks/replicate_time.py reads; a group whose log already holds an rc=0 end
+is skipped, so a stopped timing resumes, appending its next call to the group's log. Read the rows with
+replicate_time.py --log LOGS/*.log --load LOGS/load.log. With --ledger, the calls pass LEDGER= (and
+LEDGER_DIR=) to make: runs the ledger holds are restored, not trained (each leaves
+restored_from_ledger.json beside it), so such a call times only the runs it trained.
+
+A tier longer than a machine's lease (the anil tier, about 4 h, on machines lent for 3) is timed in
+stretches: LOGS inside a git checkout (the ledger's), `--ledger commit --commit-logs`, and SIGTERM or
+SIGINT to stop it before the machine goes: the call stops make's process group, writes its end line,
+and the logs are committed with the runs the ledger committed one by one. The same command on the next
+machine skips the finished groups and resumes the stopped one; replicate_time.py counts a restored run
+as the timing's own when it trained inside one of the logged calls, and leaves the gap out.
 
 LOGS/load.log gets a line every 30 s: '<epoch> <1-min load> <foreign>', where foreign is the mean
 number of runnable threads over the last 30 s (sampled every 2 s from /proc) that are not this
@@ -29,6 +36,7 @@ import argparse
 import datetime as dt
 import os
 import secrets
+import signal
 import subprocess
 import sys
 import threading
@@ -38,6 +46,7 @@ from pathlib import Path
 from analysis.schema import TIERS
 from benchmarks.replicate_time import SAMPLE_PERIOD_S
 from workflows.experiments import load_plan
+from workflows.run_ledger import commit_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -107,20 +116,65 @@ def finished(log: Path) -> bool:
                                 for line in log.read_text().splitlines())
 
 
+def head_commit() -> str:
+    r = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else "unknown"
+
+
+class Stopped(Exception):
+    """SIGTERM or SIGINT reached the timing: the call was stopped and its end line written."""
+
+
 def call(name: str, targets: list[str], args, env: dict) -> int:
+    """One `make replicate` call between its start and end lines. A SIGTERM or SIGINT to the timing
+    stops make's whole process group (Snakemake, its jobs, their ranks), waits for it and writes the
+    end line with make's code, so that a timing stopped before its machine goes away keeps its
+    time: a later resumption appends its own call to the same log (replicate_time.py counts both,
+    not the gap between them)."""
     log = args.logs / f"{name}.log"
     now = dt.datetime.now(dt.timezone.utc)
+    stopped = []
     with log.open("a") as out:
-        out.write(f"== start {name} {now:%Y-%m-%dT%H:%M:%SZ} {int(now.timestamp())} load={os.getloadavg()[0]:.2f}\n")
+        out.write(f"== start {name} {now:%Y-%m-%dT%H:%M:%SZ} {int(now.timestamp())} "
+                  f"load={os.getloadavg()[0]:.2f} commit={head_commit()}\n")
         out.flush()
         cmd = ["make", "--no-print-directory", "replicate", f"TIER={args.tier}", f"RESULTS={args.results}",
                f"CORES={args.cores}"] + ([f"TARGETS={' '.join(targets)}"] if targets else []) \
             + ([f"LEDGER={args.ledger}"] if args.ledger else []) \
             + ([f"LEDGER_DIR={args.ledger_dir}"] if args.ledger_dir else [])
-        rc = subprocess.call(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+        def stop(signum, _frame):
+            stopped.append(signum)
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)   # its own session: make and all it started
+            except ProcessLookupError:
+                pass
+
+        before = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            rc = proc.wait()
+        finally:
+            for sig, handler in before.items():
+                signal.signal(sig, handler)
         end = dt.datetime.now(dt.timezone.utc)
         out.write(f"== end {name} {end:%Y-%m-%dT%H:%M:%SZ} {int(end.timestamp())} rc={rc}\n")
+    if args.commit_logs:
+        commit_logs(args.logs, f"Timing: tier {args.tier}, {name} " + (f"stopped by signal {stopped[0]}" if stopped
+                                                                       else f"ended rc={rc}"))
+    if stopped:
+        raise Stopped(name)
     return rc
+
+
+def commit_logs(logs: Path, text: str) -> None:
+    """Commit the timing's logs (each group's and load.log) where they lie, so that a timing that
+    outlasts its machine resumes from them on the next (run_ledger.commit_paths)."""
+    files = sorted(p for p in logs.glob("*.log") if p.is_file())
+    if files:   # the lock in the repository's git folder: nothing untracked left beside the logs
+        git_dir = subprocess.run(["git", "-C", str(logs), "rev-parse", "--absolute-git-dir"], capture_output=True,
+                                 text=True, check=True).stdout.strip()
+        commit_paths(files, text, Path(git_dir) / "codist-timing.lock")
 
 
 def main(argv=None) -> int:
@@ -132,11 +186,15 @@ def main(argv=None) -> int:
     p.add_argument("--only", nargs="*", default=None, help="these groups only (names as in the logs)")
     p.add_argument("--ledger", choices=["keep", "commit"], default=None, help="make's LEDGER= (workflows/run_ledger.py)")
     p.add_argument("--ledger-dir", type=Path, default=None, help="make's LEDGER_DIR= (default the results' own)")
+    p.add_argument("--commit-logs", action="store_true",
+                   help="commit the logs after each call (--logs inside a git checkout: a timing that outlasts its machine)")
     args = p.parse_args(argv)
     if args.ledger_dir and not args.ledger:
         p.error("--ledger-dir needs --ledger keep|commit")
     args.logs = args.logs or ROOT / args.results / "timing"
     args.logs.mkdir(parents=True, exist_ok=True)
+    if args.commit_logs and subprocess.run(["git", "-C", str(args.logs), "rev-parse"], capture_output=True).returncode:
+        p.error(f"--commit-logs: {args.logs} is not inside a git checkout, so its logs cannot be committed")
     token = secrets.token_hex(8)
     env = {**os.environ, MARK: token}
     stale = foreign_warm_servers(token.encode())
@@ -155,6 +213,9 @@ def main(argv=None) -> int:
             if call(name, targets, args, env) != 0:
                 print(f"{name} failed: see {args.logs / f'{name}.log'}", file=sys.stderr)
                 return 1
+    except Stopped as e:
+        print(f"{e}: stopped by a signal, its end line written; the same command resumes it", file=sys.stderr)
+        return 1
     finally:
         stop.set()
         sampler.join()

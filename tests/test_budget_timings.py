@@ -2,9 +2,13 @@
 (benchmarks/replicate_time.py): a row whose sampled load reached 2, or was not sampled, is refused."""
 from __future__ import annotations
 
+import json
+
 import pandas as pd
+import pytest
 
 from benchmarks import replicate_time
+from workflows.run_ledger import RESTORED
 
 
 def test_a_timing_at_load_2_or_more_is_refused_as_a_budget_figure(tmp_path):
@@ -103,8 +107,6 @@ def test_runs_restored_from_the_ledger_are_counted_apart_and_the_row_sizes_no_ti
     """A call with LEDGER=keep trained only some of its figures' runs: the restored ones (their
     restored_from_ledger.json) are in neither the run count nor runs_elapsed_s, and the row, quiet
     or not, times only part of the tier."""
-    import json
-    from workflows.run_ledger import RESTORED
     fig = tmp_path / "embedded" / "anil2018"
     fig.mkdir(parents=True)
     (fig / "fig4_runs.json").write_text(json.dumps({"runs": [{"run_id": r} for r in ("aaa", "bbb", "ccc")]}))
@@ -124,3 +126,62 @@ def test_runs_restored_from_the_ledger_are_counted_apart_and_the_row_sizes_no_ti
     trained_all = {**got, "restored": 0, "commit": "d"}   # the control: the same timing with nothing restored
     table = replicate_time.with_budget_figure(pd.DataFrame([got, trained_all]))
     assert table.budget_figure.tolist() == [False, True]
+
+
+def _run(root, rid: str, started: float, elapsed: float, restored: bool) -> None:
+    run = root / "embedded" / "runs" / rid
+    run.mkdir(parents=True)
+    (run / "summary.json").write_text(json.dumps({"elapsed_s": elapsed}))
+    (run / "manifest.json").write_text(json.dumps({"started_unix": started}))
+    if restored:
+        (run / RESTORED).write_text("{}")
+
+
+def test_a_timing_stopped_and_resumed_elsewhere_counts_its_calls_not_the_gap_nor_others_runs(tmp_path):
+    """A tier longer than a machine's lease: the call stopped (rc -15) on one machine and resumed on
+    the next hours later, in the same log. Its wall time is the two calls' (not the gap); a run
+    restored from the ledger that trained inside the first call is the timing's own; one trained
+    outside every call (another timing's, another machine's) is not, and keeps the row from sizing a
+    tier; a call cut off with no end line times nothing."""
+    fig = tmp_path / "embedded" / "anil2018"
+    fig.mkdir(parents=True)
+    (fig / "fig2a_runs.json").write_text(json.dumps({"runs": [{"run_id": r} for r in ("aaa", "bbb", "ccc")]}))
+    _run(tmp_path, "aaa", 1010.0, 500.0, restored=True)     # trained inside the first call, then kept by the ledger
+    _run(tmp_path, "bbb", 20010.0, 900.0, restored=False)   # trained by the resumption
+    log, samples = tmp_path / "fig.log", tmp_path / "load.log"
+    log.write_text("== start fig 2026-12-06T10:00:00Z 1000 load=0.50 commit=aaaa1111\n"
+                   "snakemake results/embedded/anil2018/fig2a.png\n== end fig 2026-12-06T10:20:00Z 2000 rc=-15\n"
+                   "== start fig 2026-12-07T10:00:00Z 20000 load=1.20 commit=bbbb2222\n"
+                   "snakemake results/embedded/anil2018/fig2a.png\n== end fig 2026-12-07T10:20:00Z 21000 rc=0\n")
+    samples.write_text("".join(f"{t} 2.2 0.01\n" for t in [*range(1000, 2001, 30), *range(20000, 21001, 30)]))
+    got = replicate_time.row([log], tmp_path, samples, "anil", 2, "c")
+    assert (got["wall_s"], got["runs"], got["restored"], got["runs_elapsed_s"]) == (2000, 2, 0, 1400.0)
+    assert got["load_at_start"] == 1.2 and got["foreign_mean"] == 0.01
+    assert "in 2 stretches" in got["load_note"] and "calls at commits aaaa1111, bbbb2222" in got["load_note"]
+    # ccc: restored, trained at 5000, between the calls: not this timing's
+    _run(tmp_path, "ccc", 5000.0, 100.0, restored=True)
+    other = replicate_time.row([log], tmp_path, samples, "anil", 2, "d")
+    assert (other["runs"], other["restored"]) == (2, 1)
+    table = replicate_time.with_budget_figure(pd.DataFrame([got, other]))
+    assert table.budget_figure.tolist() == [True, False]
+    # the resumption began at load 2.0: as a total, the tier's second stretch did not start quiet
+    loaded = tmp_path / "loaded.log"
+    loaded.write_text(log.read_text().replace("load=1.20", "load=2.00"))
+    rows = [replicate_time.row([loaded], tmp_path, samples, "anil", 2, "e"),
+            replicate_time.total_row([loaded], "anil tier", tmp_path, samples, "anil", 2, "e")]
+    assert replicate_time.with_budget_figure(pd.DataFrame(rows)).budget_figure.tolist() == [False, False]
+    # a call cut off (start, no end): nothing it trained is the timing's, and its time is not counted
+    cut = tmp_path / "cut.log"
+    cut.write_text("== start fig 2026-12-06T10:00:00Z 4000 load=0.50\nsnakemake results/embedded/anil2018/fig2a.png\n"
+                   + log.read_text().split("\n", 3)[3])
+    calls = replicate_time.parse_log(cut)
+    assert [c["end"] for c in calls] == [None, 21000]
+    got_cut = replicate_time.row([cut], tmp_path, samples, "anil", 2, "f")
+    assert (got_cut["wall_s"], got_cut["restored"]) == (1000, 2) and "1 call(s) cut off" in got_cut["load_note"]
+
+
+def test_an_end_line_without_a_start_is_named(tmp_path):
+    log = tmp_path / "odd.log"
+    log.write_text("== end fig 2026-12-06T10:20:00Z 2000 rc=0\n")
+    with pytest.raises(SystemExit, match="odd.log: an '== end' line with no '== start' before it"):
+        replicate_time.parse_log(log)

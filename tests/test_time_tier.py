@@ -1,11 +1,15 @@
-"""benchmarks/time_tier.py refuses to time a tier beside a warm server it did not start: the timing's
-ranks would run in that server, without the timing's token, and be counted as other people's load."""
+"""benchmarks/time_tier.py refuses to time a tier beside a warm server it did not start (the timing's
+ranks would run in that server, without the timing's token, and be counted as other people's load),
+and a timing stopped by a signal keeps its time and resumes (a tier longer than a machine's lease)."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
+
+import pytest
 
 from benchmarks import time_tier
 
@@ -41,3 +45,72 @@ def test_the_timing_refuses_to_start_beside_a_foreign_warm_server(tmp_path, caps
     err = capsys.readouterr().err
     assert f"{other.pid}" in err and "warm server" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "load.log").exists()   # nothing sampled, nothing run
+
+
+DRIVER = """
+import sys
+from pathlib import Path
+import pytest
+
+from benchmarks import time_tier
+time_tier.ROOT = Path(sys.argv[1])   # a checkout whose `make replicate` is the stand-in below
+time_tier.groups = lambda tier: [("default", []), ("fig", ["results/embedded/anil2018/fig2a.png"]), ("rest", [])]
+time_tier.foreign_warm_servers = lambda token: []   # another test's server may be up: that refusal is tested above
+sys.exit(time_tier.main(sys.argv[2:]))
+"""
+# `make replicate` that echoes its snakemake line and, for the figure, waits while `hold` exists
+MAKEFILE = ("replicate:\n\t@echo snakemake $(TARGETS)\n"
+            "\t@if [ -n \"$(TARGETS)\" ]; then while [ -e hold ]; do sleep 0.1; done; fi\n")
+
+
+def _git(repo, *argv):
+    return subprocess.run(["git", "-C", str(repo), *argv], capture_output=True, text=True, check=True).stdout
+
+
+def test_a_stopped_timing_writes_its_end_line_commits_its_logs_and_resumes(tmp_path):
+    """SIGTERM to the timing while a call runs: make's process group stops, the call's end line is
+    written and the logs committed; the same command later skips the finished group, appends the
+    stopped group's next call to its log and runs the rest (real make, real signal, real git)."""
+    from benchmarks import replicate_time
+    repo, main = tmp_path / "worktree", tmp_path / "main"   # the timed checkout; the one its logs commit into
+    for checkout in (repo, main):
+        checkout.mkdir()
+        _git(checkout, "init", "-q")
+        _git(checkout, "config", "user.email", "t@example.invalid")
+        _git(checkout, "config", "user.name", "t")
+        _git(checkout, "commit", "-q", "--allow-empty", "-m", "init")
+    (repo / "Makefile").write_text(MAKEFILE)
+    head = _git(repo, "rev-parse", "HEAD").strip()
+    (repo / "hold").touch()
+    logs = main / "timing"
+    cmd = [sys.executable, "-c", DRIVER, str(repo), "--results", "results", "--tier", "anil", "--logs", str(logs),
+           "--commit-logs"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(time_tier.ROOT), str(time_tier.ROOT / "src")])}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 60
+    while not ((logs / "fig.log").exists() and "snakemake" in (logs / "fig.log").read_text()):
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()[0]
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 1, out
+    assert "fig: stopped by a signal" in out
+    [stopped] = replicate_time.parse_log(logs / "fig.log")
+    assert stopped["rc"] != 0 and stopped["end"] is not None and stopped["commit"] == head
+    assert not (logs / "rest.log").exists()
+    committed = _git(main, "log", "--format=%s")
+    assert "Timing: tier anil, fig stopped by signal 15" in committed and "default ended rc=0" in committed
+    assert _git(main, "status", "--porcelain", "--", "timing") == ""   # every log as committed
+    (repo / "hold").unlink()
+    again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert len(replicate_time.parse_log(logs / "default.log")) == 1   # finished: skipped
+    first, second = replicate_time.parse_log(logs / "fig.log")
+    assert (first["rc"] != 0, second["rc"]) == (True, 0) and second["start"] >= first["end"]
+    assert replicate_time.parse_log(logs / "rest.log")[0]["rc"] == 0
+
+
+def test_commit_logs_outside_a_git_checkout_is_refused_in_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        time_tier.main(["--results", "results", "--logs", str(tmp_path / "logs"), "--commit-logs"])
+    assert f"--commit-logs: {tmp_path / 'logs'} is not inside a git checkout" in capsys.readouterr().err

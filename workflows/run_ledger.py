@@ -155,11 +155,17 @@ def message(run_id: str, entry: Path) -> str:
 
 
 def commit(run_id: str, entry: Path) -> str:
-    """Commit the ledger entry's files alone (other staged changes stay staged, uncommitted);
-    waits for another git process's index.lock up to GIT_WAIT_S. Returns the new commit's id."""
-    repo = repo_of(entry)
-    paths = [str(p.resolve().relative_to(repo)) for p in sorted(entry.iterdir())]
-    with open(entry.parent / COMMIT_LOCK, "a") as lock:
+    """Commit the ledger entry's files alone; returns the new commit's id (commit_paths)."""
+    return commit_paths(sorted(entry.iterdir()), message(run_id, entry), entry.parent / COMMIT_LOCK)
+
+
+def commit_paths(files: list[Path], text: str, lock_file: Path) -> str:
+    """Commit these files alone (other staged changes stay staged, uncommitted), one committer at a
+    time through `lock_file`; waits for another git process's index.lock up to GIT_WAIT_S. Returns
+    the new commit's id (HEAD as it was when the files were already committed as they are)."""
+    repo = repo_of(files[0].parent)
+    paths = [str(p.resolve().relative_to(repo)) for p in files]
+    with open(lock_file, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         deadline = time.monotonic() + GIT_WAIT_S
 
@@ -171,12 +177,13 @@ def commit(run_id: str, entry: Path) -> str:
                 time.sleep(2)   # another git process holds the index: wait for it
 
         for argv in (["add", "--", *paths], ["diff", "--cached", "--quiet", "--", *paths],
-                     ["commit", "-q", "-m", message(run_id, entry), "--", *paths]):
+                     ["commit", "-q", "-m", text, "--", *paths]):
             r = git(*argv)
             if argv[0] == "diff" and r.returncode == 0:
                 break   # these files are committed as they are (an entry kept again unchanged)
             if r.returncode != (1 if argv[0] == "diff" else 0):
-                raise LedgerError(f"git {argv[0]} of {entry} in {repo} failed: {r.stderr.strip() or r.stdout.strip()}")
+                raise LedgerError(f"git {argv[0]} of {', '.join(paths)} in {repo} failed: "
+                                  f"{r.stderr.strip() or r.stdout.strip()}")
     return subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
                           check=True).stdout.strip()
 
