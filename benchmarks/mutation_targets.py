@@ -137,12 +137,15 @@ TARGETS: dict[str, dict] = {
     "src/codist/algorithms/diloco.py": {"tests": ["test_diloco.py", "test_averaging_rounds.py",
                                                   "test_global_model_ranks.py", "test_resume_every_algorithm.py"],
                                         "k": "diloco"},
-    # the interface every algorithm runs through: the objective's weights and each update's loss by hand (forked
-    # single ranks, then a 3 x 2 world: seconds, first), who evaluates which model (forked 2 x 2), each model's
+    # the interface every algorithm runs through: its parts alone (the objective's weights, which update a group
+    # gets, which groups all-reduce their BatchNorm statistics, what a rank checkpoints apart: a second, first),
+    # the objective's weights and each update's loss by hand (forked
+    # single ranks, then a 3 x 2 world: seconds), who evaluates which model (forked 2 x 2), each model's
     # seed and the global RNG (test_rank_rng), a group's BatchNorm statistics (spawned ranks and a real run), the
     # one-rank update against the engine's, fp16's loss scale checkpointed, the init-distance probe, then the
     # resume of every algorithm (the checkpoint states)
-    "src/codist/algorithms/base.py": {"tests": ["test_single_model_losses.py", "test_codistill_steps.py",
+    "src/codist/algorithms/base.py": {"tests": ["test_algorithm_base_parts.py", "test_single_model_losses.py",
+                                                "test_codistill_steps.py",
                                                 "test_global_model_ranks.py", "test_rank_rng.py", "test_bn_sync.py",
                                                 "test_local_update.py", "test_precision.py", "test_train_phases.py",
                                                 "test_resume_every_algorithm.py"]},
