@@ -290,28 +290,9 @@ REASONS: list[tuple[str, str, str, str, str, str]] = [
     ("src/codist/algorithms/ddp_baselines.py", 'NumberReplacer', 'return {"bucket_cap_mb": grad_bytes / 2**20 + 1}',
      'return {"bucket_cap_mb": grad_bytes / 2**20 + 0}', 'equivalent',
      "a cap of exactly the model's gradient bytes: DDP closes a bucket when it reaches its cap, at the last parameter, so still one bucket (test_powersgd_gloo at 4.5 MiB: checked by hand)"),
-    ("src/codist/algorithms/base.py", 'NumberReplacer', 'if self.topo.ranks_per_model == 1:',
-     'if self.topo.ranks_per_model == 0:', 'equivalent',
-     "both lines so written (build_update, rank_checkpoint_state) skip work that changes no number at one rank a group: the engine's update is LocalUpdate's bit for bit (test_local_update), and a one-rank group's own statistics and extra state are its group file's"),
-    *[("src/codist/algorithms/base.py", 'RemoveDecorator', text, '', 'equivalent',
-       'initial_parameters detaches and clones every parameter (building a model records no graph); '
-       'sync_norm_statistics touches only BatchNorm buffers, which never require grad: no graph either way')
-      for text in (" / @torch.no_grad()", "@torch.no_grad()")],   # before f07a35f and since
-    ("src/codist/algorithms/base.py", 'NumberReplacer', 'w_extra: float = 0.0) -> torch.Tensor:',
-     'w_extra: float = 1.0) -> torch.Tensor:', 'equivalent',
-     "objective's default extra weight is never used: every caller that passes an extra term passes its weight"),
-    ("src/codist/algorithms/base.py", 'ReplaceBinaryOperator_Mul_Div', 'return task * w_task if extra is None else w_task * task + w_extra * extra',
-     'return task / w_task if extra is None else w_task * task + w_extra * extra', 'equivalent',
-     'without an extra term every caller leaves w_task at 1.0, and task / 1 = task * 1 exactly'),
-    ("src/codist/algorithms/base.py", 'NumberReplacer', 'if self.topo.ranks_per_model == 1 or isinstance(self.update, DDPUpdate):',
-     'if self.topo.ranks_per_model == 0 or isinstance(self.update, DDPUpdate):', 'accepted',
-     "a one-rank group then all-reduces its BatchNorm statistics with itself: the same numbers and 0 bytes; only the summary's call count grows (no test counts those calls)"),
-    ("src/codist/algorithms/base.py", 'ReplaceOrWithAnd', 'if self.topo.ranks_per_model == 1 or isinstance(self.update, DDPUpdate):',
-     'if self.topo.ranks_per_model == 1 and isinstance(self.update, DDPUpdate):', 'accepted',
-     "a DDP group of several ranks (PowerSGD, post-local SGD) would evaluate and save its ranks' mean statistics instead of the first rank's, which DDP broadcasts before every forward: both a group statistic, and no test pins which"),
-    ("src/codist/algorithms/base.py", "NumberReplacer", "w_extra: float = 0.0) -> torch.Tensor:",
-     "w_extra: float = -1.0) -> torch.Tensor:", "equivalent",
-     "objective's default extra weight is never used: every caller that passes an extra term passes its weight"),
+    ("src/codist/algorithms/base.py", 'RemoveDecorator', '@torch.no_grad()', '', 'equivalent',
+     'initial_parameters detaches and clones every parameter (building a model records no graph); '
+     'sync_norm_statistics touches only BatchNorm buffers, which never require grad: no graph either way'),
     ("workflows/compare.py", "ReplaceComparisonOperator_Gt_GtE", "if abs(ml - mr) > half:",
      "if abs(ml - mr) >= half:", "equivalent",
      "a difference exactly at the half-width (a t quantile times a root, > 0: cells with no spread never reach it) "
