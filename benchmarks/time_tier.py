@@ -15,8 +15,8 @@ restored_from_ledger.json beside it), so such a call times only the runs it trai
 
 A tier longer than a machine's lease (the anil tier, about 4 h, on machines lent for 3) is timed in
 stretches: LOGS inside a git checkout (the ledger's), `--ledger commit --commit-logs`, and SIGTERM or
-SIGINT to stop it before the machine goes: the call stops make's process group, writes its end line,
-and the logs are committed with the runs the ledger committed one by one. The same command on the next
+SIGINT to stop it before the machine goes: the call stops make's process group, waits until all of it
+has gone, writes its end line, and the logs are committed with the runs the ledger committed one by one. The same command on the next
 machine skips the finished groups and resumes the stopped one; replicate_time.py counts a restored run
 as the timing's own when it trained inside one of the logged calls, and leaves the gap out.
 
@@ -27,6 +27,10 @@ token (make, Snakemake, its jobs, and the warm server and ranks, which inherit i
 leave the driver's process tree; a warm server that was already running when the timing began would
 serve its ranks outside the token, so the timing refuses to start beside one). The tier's own ranks load a 2-core machine to 2 and beyond, so the
 load average alone cannot tell a quiet timing from a shared one; the foreign count can.
+
+The results root must be fresh (`--results runs/<tier>-timing/results`, ignored by git): the timing
+refuses one that already holds a figure of a group it has not started, which Snakemake would find up
+to date, training nothing (a checkout's committed `results`).
 
 Why not Snakemake's --benchmark: it times one job, not a tier, and says nothing of what else ran.
 """
@@ -51,6 +55,7 @@ from workflows.run_ledger import commit_paths
 ROOT = Path(__file__).resolve().parent.parent
 
 MARK = "CODIST_TIER_TIMING"
+GROUP_EXIT_S = 120   # how long a stopped call's processes get to finish shutting down
 SAMPLE_S, WRITE_S = 2.0, SAMPLE_PERIOD_S
 
 
@@ -154,6 +159,8 @@ def call(name: str, targets: list[str], args, env: dict) -> int:
         before = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
             rc = proc.wait()
+            if stopped:   # Snakemake may still be shutting its jobs down, writing to this log
+                wait_for_group(proc.pid)
         finally:
             for sig, handler in before.items():
                 signal.signal(sig, handler)
@@ -165,6 +172,27 @@ def call(name: str, targets: list[str], args, env: dict) -> int:
     if stopped:
         raise Stopped(name)
     return rc
+
+
+def wait_for_group(pgid: int, timeout: float = GROUP_EXIT_S) -> None:
+    """Wait until no process of the stopped call's group is left (make can exit before Snakemake has
+    finished shutting down its jobs, and their last lines belong before the end line); SIGKILL what
+    outlives `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            os.killpg(pgid, signal.SIGKILL if time.monotonic() > deadline else 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+
+
+def made_elsewhere(args, names_and_targets) -> list[Path]:
+    """The targets already in the results root of groups this timing has not started: Snakemake would
+    find them up to date and train nothing (a checkout's committed results root, not a fresh one)."""
+    root = ROOT / args.results / "embedded"
+    return [root / t for name, targets in names_and_targets if not (args.logs / f"{name}.log").exists()
+            for t in targets if (root / t).exists()]
 
 
 def commit_logs(logs: Path, text: str) -> None:
@@ -202,11 +230,18 @@ def main(argv=None) -> int:
         print(f"time_tier: codist warm server(s) already running (pid {', '.join(map(str, stale))}): the timing's "
               f"ranks would run in them, outside the timing, and count as foreign; stop them first", file=sys.stderr)
         return 2
+    planned = groups(args.tier)
+    there = made_elsewhere(args, planned)
+    if there:
+        print(f"time_tier: {there[0]} is already there and no call of this timing made it: Snakemake would find it "
+              f"up to date and train nothing; time into a fresh results root (--results runs/<tier>-timing/results)",
+              file=sys.stderr)
+        return 2
     stop = threading.Event()
     sampler = threading.Thread(target=sample, args=(args.logs / "load.log", token.encode(), stop), daemon=True)
     sampler.start()
     try:
-        for name, targets in groups(args.tier):
+        for name, targets in planned:
             if (args.only is not None and name not in args.only) or finished(args.logs / f"{name}.log"):
                 continue
             print(f"{name}: {len(targets)} target(s)", flush=True)

@@ -3,6 +3,7 @@ ranks would run in that server, without the timing's token, and be counted as ot
 and a timing stopped by a signal keeps its time and resumes (a tier longer than a machine's lease)."""
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import subprocess
@@ -58,9 +59,11 @@ time_tier.groups = lambda tier: [("default", []), ("fig", ["results/embedded/ani
 time_tier.foreign_warm_servers = lambda token: []   # another test's server may be up: that refusal is tested above
 sys.exit(time_tier.main(sys.argv[2:]))
 """
-# `make replicate` that echoes its snakemake line and, for the figure, waits while `hold` exists
+# `make replicate` that echoes its snakemake line and, for the figure, waits while `hold` exists; stopped,
+# its job (as Snakemake shutting its jobs down) writes a last line a second after make has gone
 MAKEFILE = ("replicate:\n\t@echo snakemake $(TARGETS)\n"
-            "\t@if [ -n \"$(TARGETS)\" ]; then while [ -e hold ]; do sleep 0.1; done; fi\n")
+            "\t@if [ -n \"$(TARGETS)\" ]; then (trap 'sleep 1; echo job shut down; exit 1' TERM; "
+            "while [ -e hold ]; do sleep 0.1; done) & wait; fi\n")
 
 
 def _git(repo, *argv):
@@ -95,6 +98,8 @@ def test_a_stopped_timing_writes_its_end_line_commits_its_logs_and_resumes(tmp_p
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 1, out
     assert "fig: stopped by a signal" in out
+    assert (logs / "fig.log").read_text().splitlines()[-1].startswith("== end fig ")   # after the job's last line
+    assert "job shut down" in (logs / "fig.log").read_text()
     [stopped] = replicate_time.parse_log(logs / "fig.log")
     assert stopped["rc"] != 0 and stopped["end"] is not None and stopped["commit"] == head
     assert not (logs / "rest.log").exists()
@@ -114,3 +119,20 @@ def test_commit_logs_outside_a_git_checkout_is_refused_in_one_line(tmp_path, cap
     with pytest.raises(SystemExit):
         time_tier.main(["--results", "results", "--logs", str(tmp_path / "logs"), "--commit-logs"])
     assert f"--commit-logs: {tmp_path / 'logs'} is not inside a git checkout" in capsys.readouterr().err
+
+
+def test_a_results_root_that_already_holds_a_groups_figure_is_refused(tmp_path, capsys, monkeypatch):
+    """A checkout's committed results root: Snakemake finds the tier's figures up to date and trains
+    nothing, so the timing would time nothing (seen once: the anil tier's fig2a 'made' in 4 s)."""
+    monkeypatch.setattr(time_tier, "groups", lambda tier: [("default", []), ("fig", ["anil2018/fig2a.png"])])
+    monkeypatch.setattr(time_tier, "foreign_warm_servers", lambda token: [])   # another test's may be up
+    monkeypatch.setattr(time_tier, "call", lambda *args: pytest.fail("the timing ran a call"))
+    made = tmp_path / "results" / "embedded" / "anil2018" / "fig2a.png"
+    made.parent.mkdir(parents=True)
+    made.write_bytes(b"png")
+    args = ["--results", str(tmp_path / "results"), "--logs", str(tmp_path / "logs")]
+    assert time_tier.main(args) == 2
+    assert f"time_tier: {made} is already there and no call of this timing made it" in capsys.readouterr().err
+    (tmp_path / "logs" / "fig.log").write_text("== start fig 2026-12-07T10:00:00Z 1000\n")   # this timing's own
+    resumed = argparse.Namespace(results=str(tmp_path / "results"), logs=tmp_path / "logs")
+    assert time_tier.made_elsewhere(resumed, time_tier.groups("anil")) == []
