@@ -147,17 +147,23 @@ def call(name: str, targets: list[str], args, env: dict) -> int:
                f"CORES={args.cores}"] + ([f"TARGETS={' '.join(targets)}"] if targets else []) \
             + ([f"LEDGER={args.ledger}"] if args.ledger else []) \
             + ([f"LEDGER_DIR={args.ledger_dir}"] if args.ledger_dir else [])
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        started: list[subprocess.Popen] = []
 
         def stop(signum, _frame):
             stopped.append(signum)
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)   # its own session: make and all it started
-            except ProcessLookupError:
-                pass
+            for proc in started:
+                try:
+                    os.killpg(proc.pid, signal.SIGTERM)   # its own session: make and all it started
+                except ProcessLookupError:
+                    pass
 
+        # the handlers before make starts: a signal between the two would otherwise kill the timing unrecorded
         before = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         try:
+            proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            started.append(proc)
+            if stopped:   # the signal came while make was starting
+                os.killpg(proc.pid, signal.SIGTERM)
             rc = proc.wait()
             if stopped:   # Snakemake may still be shutting its jobs down, writing to this log
                 wait_for_group(proc.pid)
