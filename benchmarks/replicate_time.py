@@ -85,10 +85,10 @@ def parse_log(path: Path) -> list[dict]:
     return calls
 
 
-def _started_and_elapsed(folder: Path) -> tuple[float, float] | None:
+def _started(folder: Path) -> float | None:
+    """When the run in `folder` started (its manifest), or None where that cannot be read."""
     try:
-        started = float(json.loads((folder / "manifest.json").read_text())["started_unix"])
-        return started, float(json.loads((folder / "summary.json").read_text())["elapsed_s"])
+        return float(json.loads((folder / "manifest.json").read_text())["started_unix"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -109,8 +109,8 @@ def runs_of(root: Path, figures: list[tuple[str, str]], calls: list[dict] = ()) 
                 continue
             elapsed = float(json.loads((folder / "summary.json").read_text())["elapsed_s"])
             if (folder / RESTORED).exists():   # trained by another call, on another machine
-                span = _started_and_elapsed(folder)
-                if span is None or not any(c["start"] <= span[0] and span[0] + span[1] <= c["end"] for c in calls):
+                began = _started(folder)
+                if began is None or not any(c["start"] <= began and began + elapsed <= c["end"] for c in calls):
                     restored.add(r["run_id"])   # not by one of these calls: not this timing's
                     continue
             out[r["run_id"]] = elapsed
@@ -125,14 +125,18 @@ def _samples(path: Path, start: int, end: int) -> list[list[str]]:
     return rows
 
 
-def load_over(path: Path | None, start: int, end: int,
-              more: list[tuple[int, int]] = ()) -> tuple[float | None, float | None, float | None]:
-    """Mean and max of the load samples taken within [start, end] (and within each of `more`'s
-    intervals: the calls of a stopped and resumed timing), and the mean foreign count (None where
-    the samples have no third column)."""
+def load_over(path: Path | None, start: int, end: int) -> tuple[float | None, float | None, float | None]:
+    """Mean and max of the load samples taken within [start, end], and the mean foreign count (None
+    where the samples have no third column)."""
+    return load_within(path, [(start, end)])
+
+
+def load_within(path: Path | None, spans: list[tuple[int, int]]) -> tuple[float | None, float | None, float | None]:
+    """load_over across several intervals (the calls of one row: lanes, a stopped call and its
+    resumption), each sample counted once."""
     if path is None:
         return None, None, None
-    picked = {int(r[0]): r for a, b in ((start, end), *more) for r in _samples(path, a, b)}
+    picked = {int(r[0]): r for a, b in spans for r in _samples(path, a, b)}
     rows = [picked[t] for t in sorted(picked)]
     if not rows:
         return None, None, None
@@ -142,37 +146,38 @@ def load_over(path: Path | None, start: int, end: int,
             round(sum(foreign) / len(foreign), 3) if len(foreign) == len(rows) else None)
 
 
+def _merged(calls: list[dict], gap: int) -> list[tuple[dict, int, int]]:
+    """(first call, start, end) of each run of calls that follow one another within `gap` s of every
+    earlier call's end (lanes side by side overlap: one run)."""
+    out: list[tuple[dict, int, int]] = []
+    for c in sorted(calls, key=lambda c: c["start"]):
+        if out and c["start"] - out[-1][2] <= gap:
+            out[-1] = (out[-1][0], out[-1][1], max(out[-1][2], c["end"]))
+        else:
+            out.append((c, c["start"], c["end"]))
+    return out
+
+
 def _busy_s(calls: list[dict]) -> int:
     """Seconds inside at least one call: lanes side by side count once, and the gap between a stopped
     call and its resumption (another session, another machine) not at all."""
-    total, reach = 0, None
-    for c in sorted(calls, key=lambda c: c["start"]):
-        start = c["start"] if reach is None else max(c["start"], reach)
-        if c["end"] > start:
-            total += c["end"] - start
-        reach = c["end"] if reach is None else max(reach, c["end"])
-    return total
+    return sum(end - start for _, start, end in _merged(calls, 0))
 
 
 def _stretch_starts(calls: list[dict]) -> list[dict]:
     """The calls that began a stretch of the timing: the first, and each that began more than a load
     sampling period after every earlier call had ended (a resumption, later, perhaps elsewhere)."""
-    starts, reach = [], None
-    for c in sorted(calls, key=lambda c: c["start"]):
-        if reach is None or c["start"] - reach > SAMPLE_PERIOD_S:
-            starts.append(c)
-        reach = c["end"] if reach is None else max(reach, c["end"])
-    return starts
+    return [first for first, _, _ in _merged(calls, SAMPLE_PERIOD_S)]
 
 
 def _calls_row(every: list[dict], figures: list[tuple[str, str]], label: str, root: Path, load: Path | None,
                tier: str, cores: int, commit: str, extra: str) -> dict:
     calls = [c for c in every if c["end"] is not None]
     cut = len(every) - len(calls)
-    start, end = min(c["start"] for c in calls), max(c["end"] for c in calls)
+    start = min(c["start"] for c in calls)
     at_once = max(sum(c["start"] <= t < c["end"] for c in calls) for t in (c["start"] for c in calls))
     runs, restored = runs_of(root, figures, calls)
-    mean, peak, foreign = load_over(load, calls[0]["start"], calls[0]["end"], [(c["start"], c["end"]) for c in calls[1:]])
+    mean, peak, foreign = load_within(load, [(c["start"], c["end"]) for c in calls])
     stretches = _stretch_starts(calls)
     first = stretches[0]
     start_loads = [c["start_load"] for c in stretches]

@@ -49,8 +49,9 @@ from pathlib import Path
 
 from analysis.schema import TIERS
 from benchmarks.replicate_time import SAMPLE_PERIOD_S
+from codist.runlog import git_state
 from workflows.experiments import load_plan
-from workflows.run_ledger import commit_paths
+from workflows.run_ledger import LedgerError, commit_paths, repo_of
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -121,11 +122,6 @@ def finished(log: Path) -> bool:
                                 for line in log.read_text().splitlines())
 
 
-def head_commit() -> str:
-    r = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
-    return r.stdout.strip() if r.returncode == 0 else "unknown"
-
-
 class Stopped(Exception):
     """SIGTERM or SIGINT reached the timing: the call was stopped and its end line written."""
 
@@ -141,7 +137,7 @@ def call(name: str, targets: list[str], args, env: dict) -> int:
     stopped = []
     with log.open("a") as out:
         out.write(f"== start {name} {now:%Y-%m-%dT%H:%M:%SZ} {int(now.timestamp())} "
-                  f"load={os.getloadavg()[0]:.2f} commit={head_commit()}\n")
+                  f"load={os.getloadavg()[0]:.2f} commit={git_state(ROOT)['commit'] or 'unknown'}\n")
         out.flush()
         cmd = ["make", "--no-print-directory", "replicate", f"TIER={args.tier}", f"RESULTS={args.results}",
                f"CORES={args.cores}"] + ([f"TARGETS={' '.join(targets)}"] if targets else []) \
@@ -227,8 +223,11 @@ def main(argv=None) -> int:
         p.error("--ledger-dir needs --ledger keep|commit")
     args.logs = args.logs or ROOT / args.results / "timing"
     args.logs.mkdir(parents=True, exist_ok=True)
-    if args.commit_logs and subprocess.run(["git", "-C", str(args.logs), "rev-parse"], capture_output=True).returncode:
-        p.error(f"--commit-logs: {args.logs} is not inside a git checkout, so its logs cannot be committed")
+    if args.commit_logs:
+        try:
+            repo_of(args.logs)
+        except LedgerError:
+            p.error(f"--commit-logs: {args.logs} is not inside a git checkout, so its logs cannot be committed")
     token = secrets.token_hex(8)
     env = {**os.environ, MARK: token}
     stale = foreign_warm_servers(token.encode())
