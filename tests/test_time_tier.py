@@ -60,10 +60,11 @@ time_tier.foreign_warm_servers = lambda token: []   # another test's server may 
 sys.exit(time_tier.main(sys.argv[2:]))
 """
 # `make replicate` that echoes its snakemake line and, for the figure, waits while `hold` exists; stopped,
-# its job (as Snakemake shutting its jobs down) writes a last line a second after make has gone
+# its job (as Snakemake shutting its jobs down) writes a last line a second after make has gone. The job
+# says "job ready" once its trap is set: a signal before that would end it with no last line to wait for
 MAKEFILE = ("replicate:\n\t@echo snakemake $(TARGETS)\n"
             "\t@if [ -n \"$(TARGETS)\" ]; then (trap 'sleep 1; echo job shut down; exit 1' TERM; "
-            "while [ -e hold ]; do sleep 0.1; done) & wait; fi\n")
+            "echo job ready; while [ -e hold ]; do sleep 0.1; done) & wait; fi\n")
 
 
 def _git(repo, *argv):
@@ -91,7 +92,7 @@ def test_a_stopped_timing_writes_its_end_line_commits_its_logs_and_resumes(tmp_p
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(time_tier.ROOT), str(time_tier.ROOT / "src")])}
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 60
-    while not ((logs / "fig.log").exists() and "snakemake" in (logs / "fig.log").read_text()):
+    while not ((logs / "fig.log").exists() and "job ready" in (logs / "fig.log").read_text()):
         assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()[0]
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
