@@ -125,15 +125,10 @@ def _samples(path: Path, start: int, end: int) -> list[list[str]]:
     return rows
 
 
-def load_over(path: Path | None, start: int, end: int) -> tuple[float | None, float | None, float | None]:
-    """Mean and max of the load samples taken within [start, end], and the mean foreign count (None
-    where the samples have no third column)."""
-    return load_within(path, [(start, end)])
-
-
 def load_within(path: Path | None, spans: list[tuple[int, int]]) -> tuple[float | None, float | None, float | None]:
-    """load_over across several intervals (the calls of one row: lanes, a stopped call and its
-    resumption), each sample counted once."""
+    """Mean and max of the load samples taken within the intervals `spans` (the calls of one row:
+    lanes, a stopped call and its resumption), each sample counted once, and the mean foreign count
+    (None where the samples have no third column)."""
     if path is None:
         return None, None, None
     picked = {int(r[0]): r for a, b in spans for r in _samples(path, a, b)}

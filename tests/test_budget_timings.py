@@ -99,8 +99,8 @@ def test_a_call_naming_no_figure_is_the_rest_of_all(tmp_path):
 def test_a_call_shorter_than_the_sampling_period_takes_the_next_sample(tmp_path):
     samples = tmp_path / "load.log"
     samples.write_text("1000 0.5 0.0\n1030 2.4 0.8\n1100 9.0 5.0\n")
-    assert replicate_time.load_over(samples, 1010, 1017) == (2.4, 2.4, 0.8)   # 1030 covers it
-    assert replicate_time.load_over(samples, 1040, 1045) == (None, None, None)   # 1100 is past a period
+    assert replicate_time.load_within(samples, [(1010, 1017)]) == (2.4, 2.4, 0.8)   # 1030 covers it
+    assert replicate_time.load_within(samples, [(1040, 1045)]) == (None, None, None)   # 1100 is past a period
 
 
 def test_runs_restored_from_the_ledger_are_counted_apart_and_the_row_sizes_no_tier(tmp_path):
